@@ -1,0 +1,1 @@
+"""The build driver and executor code generation."""

@@ -1,0 +1,132 @@
+"""LowerTE: turn every primitive function into a PrimFunc in the same module.
+
+Each operator contributes its TE compute; the fused group becomes one kernel.
+Structurally identical groups (ResNet repeats the same block many times)
+share one kernel, which keeps both the C file and gcc's time small.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import te
+from ..errors import CompileError
+from ..op.registry import Op
+from ..relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
+from ..relay.module import IRModule
+from ..relay.printer import expr_str
+from ..relay.ty import TensorType
+from ..relay.visitor import post_order, rewrite
+from ..tir import expr as E
+from ..tir.stmt import PrimFunc
+from ..transform.infer_type import infer_expr
+from ..transform.pass_infra import Pass, PassContext
+
+MAX_NAME_OPS = 4
+
+
+def _constant_tensor(c: Constant) -> te.Tensor:
+    if c.data.size != 1:
+        raise CompileError(
+            f"a primitive function holds a {c.data.shape} constant; only scalars may be inlined"
+        )
+    value = c.data.reshape(()).item()
+    dtype = c.data.dtype.name
+    return te.compute(c.data.shape, lambda *i: E.const(value, dtype), name="const")
+
+
+def lower_primitive(func: Function, name: str) -> PrimFunc:
+    """One fused Relay function -> one PrimFunc named `name`."""
+    inputs = []
+    env: dict[int, object] = {}
+    for p in func.params:
+        ty = p.checked_type
+        if not isinstance(ty, TensorType):
+            raise CompileError(f"kernel {name}: parameter %{p.name_hint} has non-tensor type {ty}")
+        t = te.placeholder(ty.shape, ty.dtype, p.name_hint)
+        env[id(p)] = t
+        inputs.append(t)
+    for node in post_order(func.body, into_functions=False):
+        if id(node) in env:
+            continue
+        if isinstance(node, Constant):
+            env[id(node)] = _constant_tensor(node)
+        elif isinstance(node, Call) and isinstance(node.op, Op):
+            op = node.op
+            if op.compute is None:
+                raise CompileError(f"operator {op.name} has no lowering to loops (no TE compute)")
+            args = [env[id(a)] for a in node.args]
+            env[id(node)] = op.compute(args, node.attrs, node.checked_type)
+        elif isinstance(node, Tuple):
+            env[id(node)] = tuple(env[id(f)] for f in node.fields)
+        elif isinstance(node, TupleGetItem):
+            env[id(node)] = env[id(node.tuple_value)][node.index]  # type: ignore[index]
+        elif isinstance(node, Var):
+            raise CompileError(f"kernel {name}: free variable %{node.name_hint}")
+        else:
+            raise CompileError(f"kernel {name}: cannot lower {type(node).__name__}")
+    result = env[id(func.body)]
+    outputs = list(_flatten(result))
+    return te.lower(name, inputs, outputs)
+
+
+def _flatten(value: object):
+    if isinstance(value, tuple):
+        for v in value:
+            yield from _flatten(v)
+    else:
+        yield value
+
+
+def kernel_name_hint(func: Function) -> str:
+    names = [n.op.name.split(".")[-1] for n in post_order(func.body, into_functions=False)
+             if isinstance(n, Call) and isinstance(n.op, Op)]
+    return "fused_" + "_".join(names[:MAX_NAME_OPS])
+
+
+class LowerTE(Pass):
+    """Lower `main`'s primitive-function calls into calls of PrimFuncs."""
+
+    name = "LowerTE"
+    opt_level = 0
+
+    def __init__(self, prefix: str = "tsgen_default_") -> None:
+        self.prefix = prefix
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        main_gv = mod.get_global_var("main")
+        main = infer_expr(mod.main, mod)
+        kernels: dict[str, GlobalVar] = {}  # printed function -> kernel
+        new_mod = mod
+        used_names: set[str] = {gv.name_hint for gv in mod}
+
+        def visit(old: Expr, new: Expr) -> Expr | None:
+            nonlocal new_mod
+            if not (isinstance(new, Call) and isinstance(new.op, Function) and new.op.attrs.primitive):
+                return None
+            func = old.op  # typed
+            assert isinstance(func, Function)
+            if func.attrs.compiler:
+                return None  # owned by an external code generator
+            key = expr_str(func)
+            gv = kernels.get(key)
+            if gv is None:
+                base = self.prefix + kernel_name_hint(func)
+                name, k = base, 1
+                while name in used_names:
+                    name = f"{base}_{k}"
+                    k += 1
+                used_names.add(name)
+                prim = lower_primitive(func, name)
+                gv = GlobalVar(name)
+                new_mod = new_mod.with_function(gv, prim)
+                kernels[key] = gv
+            return Call(gv, new.args)
+
+        lowered = rewrite(main, visit, into_functions=False)
+        new_mod = new_mod.with_function(main_gv, lowered)  # type: ignore[arg-type]
+        return new_mod.with_function(main_gv, infer_expr(new_mod.main, new_mod))  # type: ignore[arg-type]
+
+
+def constant_nbytes(c: Constant) -> int:
+    return int(np.asarray(c.data).nbytes)

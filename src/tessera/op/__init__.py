@@ -1,0 +1,11 @@
+"""Operator registry and the operators tessera knows.
+
+Importing this package registers every operator (each module registers its
+own); `REGISTRY.names()` lists them.
+"""
+
+from . import elemwise, transform  # noqa: F401  (registration)
+from .nn import conv, matmul, norm  # noqa: F401
+from .registry import REGISTRY, Op, OpPattern, register_op
+
+__all__ = ["REGISTRY", "Op", "OpPattern", "register_op"]

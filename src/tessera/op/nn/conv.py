@@ -1,0 +1,168 @@
+"""N-d convolution (1-d, 2-d, 3-d) in NC[D]HW layout with OI[D]HW weights.
+
+Schedule: the input is padded into a scratch buffer, then the reduction runs
+with the reduce axes outside the output's spatial loops, so the innermost
+loop walks contiguous output elements (one output row) and gcc vectorises it
+as a scalar-times-vector multiply-add. Bias and activations fuse as an
+epilogue inside the output-channel loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import te
+from ...errors import TypeInferenceError
+from ...relay.ty import TensorType, Type
+from ...tir import expr as E
+from .._util import as_tensor, same_dtype
+from ..registry import Op, OpPattern, register_op
+
+
+@dataclass(frozen=True)
+class ConvAttrs:
+    strides: tuple[int, ...]
+    padding: tuple[int, ...]  # begins of every spatial dim, then ends
+    dilation: tuple[int, ...]
+    groups: int = 1
+
+
+def conv_output_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int) -> int:
+    return (size + pad_begin + pad_end - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _check_attrs(attrs: ConvAttrs, d: int) -> None:
+    if len(attrs.strides) != d or len(attrs.dilation) != d or len(attrs.padding) != 2 * d:
+        raise TypeInferenceError(
+            f"a {d}-d convolution needs {d} strides, {d} dilations and {2 * d} pads; got "
+            f"strides={attrs.strides}, dilation={attrs.dilation}, padding={attrs.padding}"
+        )
+    if min(attrs.strides + attrs.dilation) < 1 or attrs.groups < 1 or min(attrs.padding, default=0) < 0:
+        raise TypeInferenceError(f"strides, dilations and groups must be positive and pads >= 0: {attrs}")
+
+
+def _make_type_rel(d: int):
+    def type_rel(types: tuple[Type, ...], attrs: ConvAttrs) -> Type:
+        data, weight = as_tensor(types[0], "data"), as_tensor(types[1], "weight")
+        dtype = same_dtype([data, weight], "data and weight")
+        if data.ndim != d + 2 or weight.ndim != d + 2:
+            raise TypeInferenceError(
+                f"a {d}-d convolution needs {d + 2}-d data and weight, got {data.shape} and {weight.shape}"
+            )
+        _check_attrs(attrs, d)
+        n, c = data.shape[:2]
+        oc, icpg = weight.shape[:2]
+        if c != icpg * attrs.groups or oc % attrs.groups:
+            raise TypeInferenceError(
+                f"{c} input channels with groups={attrs.groups} do not fit weight {weight.shape} "
+                f"(expected weight.shape[1] == channels / groups and weight.shape[0] divisible by groups)"
+            )
+        spatial = []
+        for k in range(d):
+            size = conv_output_size(data.shape[2 + k], weight.shape[2 + k], attrs.strides[k],
+                                    attrs.dilation[k], attrs.padding[k], attrs.padding[d + k])
+            if size < 1:
+                raise TypeInferenceError(f"output size {size} < 1 in spatial dim {k}")
+            spatial.append(size)
+        return TensorType((n, oc, *spatial), dtype)
+
+    return type_rel
+
+
+def conv_reference(args: list[np.ndarray], attrs: ConvAttrs) -> np.ndarray:
+    x, w = args
+    d = x.ndim - 2
+    pads = [(0, 0), (0, 0)] + [(attrs.padding[k], attrs.padding[d + k]) for k in range(d)]
+    xp = np.pad(x, pads)
+    n, c = x.shape[:2]
+    oc, icpg = w.shape[:2]
+    g = attrs.groups
+    ocpg = oc // g
+    out_sp = [
+        conv_output_size(x.shape[2 + k], w.shape[2 + k], attrs.strides[k], attrs.dilation[k],
+                         attrs.padding[k], attrs.padding[d + k])
+        for k in range(d)
+    ]
+    out = np.zeros((n, oc, *out_sp), dtype=np.float64)
+    for kidx in np.ndindex(*w.shape[2:]):
+        sl = tuple(
+            slice(kidx[k] * attrs.dilation[k],
+                  kidx[k] * attrs.dilation[k] + (out_sp[k] - 1) * attrs.strides[k] + 1,
+                  attrs.strides[k])
+            for k in range(d)
+        )
+        patch = xp[(slice(None), slice(None)) + sl]  # n, c, *out_sp
+        for gi in range(g):
+            pg = patch[:, gi * icpg:(gi + 1) * icpg]
+            wg = w[gi * ocpg:(gi + 1) * ocpg][(slice(None), slice(None)) + kidx]  # ocpg, icpg
+            out[:, gi * ocpg:(gi + 1) * ocpg] += np.einsum("nc...,oc->no...", pg, wg)
+    return out.astype(x.dtype)
+
+
+def pad_input(data: te.Tensor, begins: tuple[int, ...], ends: tuple[int, ...], value: float,
+              materialize: bool) -> te.Tensor:
+    """`data` padded on its trailing spatial dims (leading dims untouched)."""
+    if not any(begins) and not any(ends):
+        return data
+    lead = data.ndim - len(begins)
+    shape = tuple(data.shape[:lead]) + tuple(
+        data.shape[lead + k] + begins[k] + ends[k] for k in range(len(begins))
+    )
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        inside: E.PrimExpr = E.IntImm(1, "bool")
+        src = list(i[:lead])
+        for k, b in enumerate(begins):
+            idx = i[lead + k]
+            size = data.shape[lead + k]
+            if b or ends[k]:
+                inside = E.logical_and(inside, E.logical_and(E.ge(idx, b), E.lt(idx, b + size)))
+            # Clamp so the read stays in bounds even where the select discards it.
+            src.append(E.minimum(E.maximum(E.sub(idx, b), 0), size - 1) if b or ends[k] else idx)
+        return E.select(inside, data[tuple(src)], E.const(value, data.dtype))
+
+    names = [f"i{k}" for k in range(data.ndim)]
+    return te.compute(shape, element, name="pad", axis_names=names, materialize=materialize)
+
+
+def _make_compute(d: int):
+    def compute(inputs: list[te.Tensor], attrs: ConvAttrs, out: TensorType) -> te.Tensor:
+        data, weight = inputs
+        padded = pad_input(data, attrs.padding[:d], attrs.padding[d:], 0.0, materialize=True)
+        oc, icpg = weight.shape[:2]
+        ocpg = oc // attrs.groups
+        rc = te.reduce_axis(icpg, "rc")
+        rk = [te.reduce_axis(weight.shape[2 + k], f"rk{k}") for k in range(d)]
+        spatial_names = [f"o{k}" for k in range(d)]
+
+        def element(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
+            group_base = E.mul(E.floordiv(c, ocpg), icpg) if attrs.groups > 1 else E.IntImm(0)
+            in_idx = [
+                E.add(E.mul(pos[k], attrs.strides[k]), E.mul(rk[k].var, attrs.dilation[k]))
+                for k in range(d)
+            ]
+            a = padded[(n, E.add(group_base, rc.var), *in_idx)]
+            b = weight[(c, rc.var, *(r.var for r in rk))]
+            return te.sum(E.mul(a, b), [rc, *rk])
+
+        order = ["n", "c", "rc", *(r.name for r in rk), *spatial_names]
+        return te.compute(out.shape, element, name=f"conv{d}d", axis_names=["n", "c", *spatial_names],
+                          loop_order=order)
+
+    return compute
+
+
+def _register(d: int) -> Op:
+    return register_op(
+        f"nn.conv{d}d", type_rel=_make_type_rel(d), reference=conv_reference,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_make_compute(d), attrs=ConvAttrs, num_inputs=2,
+        doc=f"{d}-d convolution, NC{'DHW'[3 - d:]} data and OI{'DHW'[3 - d:]} weights.",
+    )
+
+
+conv1d = _register(1)
+conv2d = _register(2)
+conv3d = _register(3)
+CONV_BY_RANK = {1: conv1d, 2: conv2d, 3: conv3d}

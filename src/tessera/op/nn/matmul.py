@@ -1,0 +1,95 @@
+"""Matrix products: `nn.matmul` (NumPy semantics) and `nn.dense` (x · wᵀ).
+
+`nn.matmul` runs k outside n so the innermost loop streams a row of the
+right-hand matrix and of the output: contiguous, vectorisable. `nn.dense`
+(ONNX Gemm with transB) is rewritten by the DenseToMatmul pass into
+`matmul(x, transpose(w))`, which constant folding turns into a pre-transposed
+weight at compile time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import te
+from ...errors import TypeInferenceError
+from ...relay.ty import TensorType, Type
+from ...tir import expr as E
+from .._util import as_tensor, broadcast_indices, broadcast_shapes, same_dtype
+from ..registry import OpPattern, register_op
+
+
+def _matmul_type(types: tuple[Type, ...], attrs: object) -> Type:
+    a, b = as_tensor(types[0], "lhs"), as_tensor(types[1], "rhs")
+    dtype = same_dtype([a, b], "matmul operands")
+    if a.ndim < 1 or b.ndim < 1:
+        raise TypeInferenceError("matmul operands must have at least one dimension")
+    a_shape = (1,) + a.shape if a.ndim == 1 else a.shape
+    b_shape = b.shape + (1,) if b.ndim == 1 else b.shape
+    if a_shape[-1] != b_shape[-2]:
+        raise TypeInferenceError(f"inner dimensions differ: {a.shape} @ {b.shape}")
+    batch = broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    shape = batch + (a_shape[-2], b_shape[-1])
+    if a.ndim == 1:
+        shape = shape[:-2] + shape[-1:]
+    if b.ndim == 1:
+        shape = shape[:-1]
+    return TensorType(shape, dtype)
+
+
+def _matmul_compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
+    a, b = inputs
+    a_vec, b_vec = a.ndim == 1, b.ndim == 1
+    k_extent = a.shape[-1]
+    rk = te.reduce_axis(k_extent, "rk")
+    nd = len(out.shape)
+    names = [f"b{k}" for k in range(nd)]
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        idx = list(i)
+        m = None if a_vec else idx[nd - (1 if b_vec else 2)]
+        n = None if b_vec else idx[-1]
+        batch = idx[: nd - (0 if a_vec else 1) - (0 if b_vec else 1)]
+        a_idx = ([] if a_vec else list(broadcast_indices(batch, a.shape[:-2])) + [m]) + [rk.var]
+        b_idx = [rk.var] + ([] if b_vec else [n])
+        if not b_vec:
+            b_idx = list(broadcast_indices(batch, b.shape[:-2])) + b_idx
+        return te.sum(E.mul(a[tuple(a_idx)], b[tuple(b_idx)]), rk)
+
+    if b_vec:
+        order = names + ["rk"]
+    else:
+        order = names[:-1] + ["rk", names[-1]]
+    return te.compute(out.shape, element, name="matmul", axis_names=names, loop_order=order)
+
+
+def _matmul_ref(args: list[np.ndarray], attrs: object) -> np.ndarray:
+    return np.matmul(args[0], args[1])
+
+
+matmul = register_op(
+    "nn.matmul", type_rel=_matmul_type, reference=_matmul_ref, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+    compute=_matmul_compute, num_inputs=2, doc="NumPy matmul, with batch broadcasting.",
+)
+
+
+def _dense_type(types: tuple[Type, ...], attrs: object) -> Type:
+    x, w = as_tensor(types[0], "data"), as_tensor(types[1], "weight")
+    dtype = same_dtype([x, w], "data and weight")
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+        raise TypeInferenceError(f"dense needs data (M, K) and weight (N, K), got {x.shape} and {w.shape}")
+    return TensorType((x.shape[0], w.shape[0]), dtype)
+
+
+def _dense_compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
+    x, w = inputs
+    rk = te.reduce_axis(x.shape[1], "rk")
+    return te.compute(out.shape, lambda m, n: te.sum(E.mul(x[m, rk.var], w[n, rk.var]), rk), name="dense",
+                      axis_names=["m", "n"])
+
+
+dense = register_op(
+    "nn.dense", type_rel=_dense_type, reference=lambda args, a: args[0] @ args[1].T,
+    pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_dense_compute, num_inputs=2,
+    doc="x (M, K) times weight (N, K) transposed.",
+)

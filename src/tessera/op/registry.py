@@ -1,0 +1,144 @@
+"""The operator registry: one `Op` object per Relay operator.
+
+An op carries everything the pipeline needs about it, next to each other:
+its attribute type, type relation (shape/dtype inference), NumPy reference,
+fusion pattern and TE compute (its lowering to loops). Passes key their
+tables on the `Op` object, never on its name; the name is for printing and
+for user-facing look-ups (patterns, error messages).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from ..errors import TesseraError, TypeInferenceError, did_you_mean
+from ..relay.ty import Type
+
+Array = np.ndarray
+
+
+class OpPattern(enum.IntEnum):
+    """How an op composes under fusion (the order matters: lower fuses more)."""
+
+    ELEMWISE = 0  # out[i] = f(in[i])
+    BROADCAST = 1  # elementwise with broadcasting
+    INJECTIVE = 2  # each output element reads one input element (reshape, transpose)
+    COMM_REDUCE = 3  # a commutative reduction (sum, max)
+    OUT_ELEMWISE_FUSABLE = 4  # complex op whose output can take an elementwise epilogue (conv)
+    TUPLE = 7
+    OPAQUE = 8  # never fused
+
+
+TypeRelation = Callable[[tuple[Type, ...], Any], Type]
+Reference = Callable[[list[Array], Any], Union[Array, tuple[Array, ...]]]
+Compute = Callable[..., Any]  # (inputs: list[te.Tensor], attrs, out_type) -> Tensor | tuple
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Op:
+    name: str
+    type_rel: TypeRelation
+    reference: Reference
+    pattern: OpPattern
+    compute: Optional[Compute] = None
+    attrs_type: Optional[type] = None
+    num_inputs: Optional[int] = None  # None: variadic
+    doc: str = ""
+
+    def __call__(self, *args: object, **attrs: object) -> Any:
+        """Build a call: `conv2d(x, w, strides=(2, 2))`."""
+        from ..relay.expr import Call, Constant, Expr
+
+        exprs = tuple(a if isinstance(a, Expr) else Constant(np.asarray(a)) for a in args)
+        return Call(self, exprs, self.make_attrs(**attrs))
+
+    def make_attrs(self, **attrs: object) -> object:
+        if self.attrs_type is None:
+            if attrs:
+                raise TesseraError(f"operator {self.name} takes no attributes, got {sorted(attrs)}")
+            return None
+        valid = {f.name for f in fields(self.attrs_type)}
+        for key in attrs:
+            if key not in valid:
+                raise TesseraError(
+                    f"operator {self.name} has no attribute {key!r}{did_you_mean(key, valid)}; "
+                    f"valid: {', '.join(sorted(valid))}"
+                )
+        return self.attrs_type(**attrs)
+
+    def check_arity(self, n: int) -> None:
+        if self.num_inputs is not None and n != self.num_inputs:
+            raise TypeInferenceError(f"{self.name} takes {self.num_inputs} inputs, got {n}")
+
+    def __repr__(self) -> str:
+        return f"Op({self.name})"
+
+
+class OpRegistry:
+    """Ops by name; `get` explains misspellings."""
+
+    def __init__(self) -> None:
+        self._ops: dict[str, Op] = {}
+
+    def register(self, op: Op) -> Op:
+        if op.name in self._ops:
+            raise TesseraError(f"operator {op.name!r} is already registered")
+        if op.attrs_type is not None and not is_dataclass(op.attrs_type):
+            raise TesseraError(f"attributes of {op.name} must be a dataclass")
+        self._ops[op.name] = op
+        return op
+
+    def get(self, name: str) -> Op:
+        try:
+            return self._ops[name]
+        except KeyError:
+            raise TesseraError(f"unknown operator {name!r}{did_you_mean(name, self._ops)}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._ops
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self._ops.values())
+
+    def names(self) -> list[str]:
+        return sorted(self._ops)
+
+
+REGISTRY = OpRegistry()
+
+
+def register_op(
+    name: str,
+    *,
+    type_rel: TypeRelation,
+    reference: Reference,
+    pattern: OpPattern,
+    compute: Optional[Compute] = None,
+    attrs: Optional[type] = None,
+    num_inputs: Optional[int] = None,
+    doc: str = "",
+) -> Op:
+    return REGISTRY.register(
+        Op(name, type_rel, reference, pattern, compute, attrs, num_inputs, doc)
+    )
+
+
+def attrs_as_dict(attrs: object) -> dict[str, object]:
+    """An op's attributes as a dict (for printing and hashing)."""
+    if attrs is None:
+        return {}
+    return {f.name: getattr(attrs, f.name) for f in fields(attrs)}
+
+
+def sequence_of_ints(values: Sequence[int] | int, n: int, what: str) -> tuple[int, ...]:
+    if isinstance(values, int):
+        return (values,) * n
+    values = tuple(int(v) for v in values)
+    if len(values) != n:
+        raise TypeInferenceError(f"{what} needs {n} values, got {len(values)}: {values}")
+    return values

@@ -1,0 +1,144 @@
+"""The graph executor: runs a JSON graph of kernels from a shared library.
+
+Storage is allocated once per GraphModule; each kernel call's argument
+pointers are computed up front, so `run()` is a loop of C calls.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import RuntimeExecutionError, did_you_mean
+from .module import SharedLibrary
+
+ALIGNMENT = 64
+
+
+def _aligned_bytes(nbytes: int) -> np.ndarray:
+    raw = np.zeros(nbytes + ALIGNMENT, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % ALIGNMENT
+    return raw[offset:offset + nbytes]
+
+
+class GraphModule:
+    """Executes a built library: `set_input`, `run`, `get_output`."""
+
+    def __init__(self, lib: "object") -> None:
+        # `lib` is what tessera.build returns (or load_module loads)
+        self._graph = json.loads(lib.graph_json)
+        self._so: SharedLibrary = lib.shared_library
+        nodes = self._graph["nodes"]
+        entries = self._graph["entries"]
+        row_ptr = self._graph["node_row_ptr"]
+        params: Mapping[str, np.ndarray] = lib.params
+        sizes: dict[int, int] = {}
+        for nid, node in enumerate(nodes):
+            if node["op"] == "kernel":
+                for k in range(row_ptr[nid], row_ptr[nid + 1]):
+                    e = entries[k]
+                    nbytes = int(np.prod(e["shape"], dtype=np.int64)) * np.dtype(e["dtype"]).itemsize
+                    sizes[e["storage_id"]] = max(sizes.get(e["storage_id"], 0), nbytes)
+        storage = {sid: _aligned_bytes(max(n, 1)) for sid, n in sorted(sizes.items())}
+        self._entries: list[np.ndarray] = []
+        self._input_index: dict[str, int] = {}
+        self._input_entries: list[int] = []
+        for nid, node in enumerate(nodes):
+            for k in range(row_ptr[nid], row_ptr[nid + 1]):
+                e = entries[k]
+                shape, dtype = tuple(e["shape"]), np.dtype(e["dtype"])
+                if node["op"] == "kernel":
+                    buf = storage[e["storage_id"]]
+                    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                    arr = buf[:nbytes].view(dtype).reshape(shape)
+                elif node["op"] == "param":
+                    if node["name"] not in params:
+                        raise RuntimeExecutionError(f"parameter {node['name']} missing from the library")
+                    arr = np.ascontiguousarray(params[node["name"]], dtype=dtype).reshape(shape)
+                else:
+                    arr = _aligned_bytes(max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1))
+                    arr = arr[: int(np.prod(shape, dtype=np.int64)) * dtype.itemsize].view(dtype).reshape(shape)
+                    self._input_index[node["name"]] = len(self._input_entries)
+                    self._input_entries.append(k)
+                self._entries.append(arr)
+        self._calls: list[tuple[str, ctypes._CFuncPtr, tuple[int, ...]]] = []
+        for nid, node in enumerate(nodes):
+            if node["op"] != "kernel":
+                continue
+            fn = self._so.kernel(node["func"])
+            args = [self._entries[row_ptr[i] + j] for i, j in node["inputs"]]
+            args += [self._entries[k] for k in range(row_ptr[nid], row_ptr[nid + 1])]
+            fn.argtypes = [ctypes.c_void_p] * len(args)
+            self._calls.append((node["func"], fn, tuple(a.ctypes.data for a in args)))
+        self._outputs = [row_ptr[n] + i for n, i in self._graph["outputs"]]
+
+    # ------------------------------------------------------------------ API
+    @property
+    def input_names(self) -> list[str]:
+        return list(self._input_index)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def _input_entry(self, key: str | int) -> np.ndarray:
+        if isinstance(key, int):
+            if not 0 <= key < len(self._input_entries):
+                raise RuntimeExecutionError(f"input index {key} out of range (model has {len(self._input_entries)})")
+            return self._entries[self._input_entries[key]]
+        if key not in self._input_index:
+            raise RuntimeExecutionError(
+                f"model has no input {key!r}{did_you_mean(key, self._input_index)}; "
+                f"inputs: {', '.join(self._input_index)}"
+            )
+        return self._entries[self._input_entries[self._input_index[key]]]
+
+    def set_input(self, key: str | int | None = None, value: np.ndarray | None = None, **named: np.ndarray) -> None:
+        items = list(named.items())
+        if key is not None:
+            items.insert(0, (key, value))
+        for k, v in items:
+            dst = self._input_entry(k)
+            arr = np.asarray(v)
+            if arr.shape != dst.shape:
+                raise RuntimeExecutionError(f"input {k!r}: got shape {arr.shape}, expected {dst.shape}")
+            if arr.dtype != dst.dtype:
+                if not np.can_cast(arr.dtype, dst.dtype, casting="same_kind"):
+                    raise RuntimeExecutionError(f"input {k!r}: got dtype {arr.dtype}, expected {dst.dtype}")
+            dst[...] = arr
+
+    def run(self, **inputs: np.ndarray) -> None:
+        if inputs:
+            self.set_input(**inputs)
+        for name, fn, args in self._calls:
+            status = fn(*args)
+            if status != 0:
+                raise RuntimeExecutionError(f"kernel {name} failed with status {status}")
+
+    def get_output(self, index: int) -> np.ndarray:
+        if not 0 <= index < len(self._outputs):
+            raise RuntimeExecutionError(f"output index {index} out of range (model has {len(self._outputs)})")
+        return self._entries[self._outputs[index]].copy()
+
+    def get_input(self, key: str | int) -> np.ndarray:
+        return self._input_entry(key).copy()
+
+    def __call__(self, *args: np.ndarray, **kwargs: np.ndarray) -> list[np.ndarray]:
+        for k, a in enumerate(args):
+            self.set_input(k, a)
+        self.run(**kwargs)
+        return [self.get_output(i) for i in range(self.num_outputs)]
+
+    def benchmark(self, repeat: int = 10, min_seconds: float = 0.0) -> list[float]:
+        import time
+
+        times = []
+        self.run()
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            self.run()
+            times.append(time.perf_counter() - t0)
+        return times

@@ -1,0 +1,114 @@
+"""C toolchains: how a target's generated C becomes a binary.
+
+Object files are cached by the hash of compiler, flags and source text, so a
+rebuild with unchanged kernels (e.g. the same model with other weights) costs
+no compiler time. Translation units compile in parallel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CompileError
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("TESSERA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tessera"
+    )
+    path = Path(root) / "objects"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _digest_tree(paths: Sequence[Path]) -> str:
+    h = hashlib.sha256()
+    for root in paths:
+        for f in sorted(Path(root).rglob("*.h")):
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One translation unit: a file name and its text."""
+
+    name: str
+    text: str
+    cacheable: bool = True  # False when the text does not capture all inputs (e.g. .incbin)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cc: str = "gcc"
+    cflags: tuple[str, ...] = ("-O3", "-march=native", "-std=gnu11")
+    warning_flags: tuple[str, ...] = ("-Wall",)
+    ldflags: tuple[str, ...] = ("-lm",)
+    include_dirs: tuple[Path, ...] = field(default_factory=tuple)
+
+    def check_available(self) -> None:
+        if shutil.which(self.cc) is None:
+            raise CompileError(f"C compiler {self.cc!r} not found on PATH; install it or choose another target")
+
+    def _werror(self) -> tuple[str, ...]:
+        return ("-Werror",) if os.environ.get("TESSERA_WERROR") == "1" else ()
+
+    def object_flags(self) -> list[str]:
+        flags = [*self.cflags, *self.warning_flags, *self._werror(), "-fPIC", "-fvisibility=hidden"]
+        return flags + [f"-I{d}" for d in self.include_dirs]
+
+    def compile_object(self, src: SourceFile, workdir: Path) -> Path:
+        flags = self.object_flags()
+        key = hashlib.sha256(
+            "\0".join([self.cc, *flags, _digest_tree(self.include_dirs), src.text]).encode()
+        ).hexdigest()[:32]
+        cached = cache_dir() / f"{key}.o"
+        if src.cacheable and cached.exists():
+            return cached
+        c_path = workdir / src.name
+        c_path.write_text(src.text)
+        obj = workdir / (Path(src.name).stem + ".o")
+        cmd = [self.cc, *flags, "-c", str(c_path), "-o", str(obj)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(
+                f"{self.cc} failed on {src.name} (exit {proc.returncode}):\n{proc.stderr.strip()}\n"
+                f"command: {' '.join(cmd)}"
+            )
+        if not src.cacheable:
+            return obj
+        # Write the cache entry atomically: parallel builds may race on it.
+        fd, tmp = tempfile.mkstemp(dir=cache_dir(), suffix=".o.tmp")
+        os.close(fd)
+        shutil.copyfile(obj, tmp)
+        os.replace(tmp, cached)
+        return cached
+
+    def build_shared_library(
+        self, sources: Sequence[SourceFile], output: Path, jobs: int | None = None
+    ) -> Path:
+        """Compile `sources` (in parallel) and link them into `output`."""
+        self.check_available()
+        output = Path(output)
+        with tempfile.TemporaryDirectory(prefix="tessera-build-") as tmp:
+            workdir = Path(tmp)
+            workers = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                objects = list(pool.map(lambda s: self.compile_object(s, workdir), sources))
+            linked = workdir / "link.so"
+            cmd = [self.cc, "-shared", "-o", str(linked), *map(str, objects), *self.ldflags]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise CompileError(f"linking {output.name} failed:\n{proc.stderr.strip()}")
+            output.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(linked, output)
+        return output

@@ -1,0 +1,331 @@
+"""Lower tensor expressions to a TIR PrimFunc.
+
+Policy, in the order the decisions are made:
+
+1. Every compute that is not an output, not a reduction and not marked
+   `materialize` is inlined into its consumers (injective chains cost no
+   memory traffic).
+2. A reduction whose only consumer is an output of the same shape that reads
+   it element for element (e.g. conv -> bias add -> relu) writes straight
+   into that output's buffer; the consumer then runs as an epilogue inside
+   the reduction's outer loops, while the data is still in cache.
+3. Other materialised stages get a scratch buffer (`Allocate`).
+
+A reduction's loops follow its `loop_order`. When reduce axes are innermost
+the value accumulates in a local scalar; when a schedule moves them outward
+(so the innermost loop runs along contiguous output elements and gcc can
+vectorise it), the output is initialised first and updated in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .. import dtype as dt
+from ..errors import CompileError
+from ..tir import expr as E
+from ..tir import stmt as S
+from ..tir.buffer import Buffer, Scope
+from ..tir.functor import map_expr, substitute, walk_expr
+from .tensor import Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
+
+
+def lower(
+    name: str,
+    inputs: Sequence[Tensor],
+    outputs: Sequence[Tensor],
+    attrs: Mapping[str, object] | None = None,
+) -> S.PrimFunc:
+    return _Lowering(name, list(inputs), _distinct_outputs(outputs)).run(attrs)
+
+
+def _copy(t: Tensor, name: str) -> Tensor:
+    from .tensor import compute
+
+    return compute(t.shape, lambda *i: t[i], name=name)
+
+
+def _distinct_outputs(outputs: Sequence[Tensor]) -> list[Tensor]:
+    """Each output needs its own compute stage: copy placeholders and repeats."""
+    result: list[Tensor] = []
+    seen: set[int] = set()
+    for k, t in enumerate(outputs):
+        if isinstance(t.op, PlaceholderOp) or id(t.op) in seen:
+            t = _copy(t, f"copy_out{k}")
+        seen.add(id(t.op))
+        result.append(t)
+    return result
+
+
+def _topo_stages(outputs: Sequence[Tensor]) -> list[ComputeOp]:
+    """Compute ops reachable from `outputs`, producers before consumers."""
+    order: list[ComputeOp] = []
+    state: dict[int, int] = {}  # 1 = on stack, 2 = done
+    for out in outputs:
+        stack: list[tuple[ComputeOp, bool]] = [(out.op, False)]  # type: ignore[list-item]
+        while stack:
+            op, expanded = stack.pop()
+            if expanded:
+                state[id(op)] = 2
+                order.append(op)
+                continue
+            if state.get(id(op)):
+                continue
+            state[id(op)] = 1
+            stack.append((op, True))
+            for t in reversed(op.inputs()):
+                if isinstance(t.op, ComputeOp) and not state.get(id(t.op)):
+                    stack.append((t.op, False))
+    return order
+
+
+def _init_value(r: Reduce) -> E.PrimExpr:
+    d = r.source.dtype
+    table = {
+        Combiner.SUM: lambda: E.const(0, d),
+        Combiner.PROD: lambda: E.const(1, d),
+        Combiner.MAX: lambda: E.const(dt.min_value(d), d),
+        Combiner.MIN: lambda: E.const(dt.max_value(d), d),
+    }
+    return table[r.combiner]()
+
+
+def _combine(r: Reduce, acc: E.PrimExpr, value: E.PrimExpr) -> E.PrimExpr:
+    table = {
+        Combiner.SUM: E.add,
+        Combiner.PROD: E.mul,
+        Combiner.MAX: E.maximum,
+        Combiner.MIN: E.minimum,
+    }
+    return table[r.combiner](acc, value)
+
+
+def _loop_nest(axes: Sequence[IterVar], body: S.Stmt) -> S.Stmt:
+    """Loops over `axes` (outermost first); extent-1 loops are dropped."""
+    for axis in reversed(axes):
+        if axis.extent == 1:
+            body = _bind_zero(axis.var, body)
+        else:
+            body = S.For(axis.var, E.IntImm(axis.extent), body)
+    return body
+
+
+def _bind_zero(var: E.Var, body: S.Stmt) -> S.Stmt:
+    from ..tir.functor import substitute_stmt
+
+    return substitute_stmt(body, {var: E.IntImm(0)})
+
+
+class _Lowering:
+    def __init__(self, name: str, inputs: list[Tensor], outputs: list[Tensor]) -> None:
+        self.name = name
+        self.outputs = outputs
+        self.stages = _topo_stages(outputs)
+        self.buffers: dict[int, Buffer] = {}
+        for k, t in enumerate(inputs):
+            self.buffers[id(t.op)] = Buffer(f"p{k}", t.shape, t.dtype)
+        self.params_in = [self.buffers[id(t.op)] for t in inputs]
+        self.params_out: list[Buffer] = []
+        output_ops = {id(t.op) for t in outputs}
+        for k, t in enumerate(outputs):
+            buf = Buffer(f"out{k}" if len(outputs) > 1 else "out", t.shape, t.dtype)
+            self.buffers[id(t.op)] = buf
+            self.params_out.append(buf)
+        self.consumers: dict[int, list[ComputeOp]] = {}
+        for op in self.stages:
+            for t in op.inputs():
+                self.consumers.setdefault(id(t.op), []).append(op)
+        self.inlined = {
+            id(op)
+            for op in self.stages
+            if id(op) not in output_ops and not isinstance(op.body, Reduce) and not op.materialize
+        }
+        self._expanded: dict[int, E.PrimExpr] = {}
+        self.epilogue_of: dict[int, ComputeOp] = {}  # reduction op id -> fused output stage
+        self._plan_epilogues(output_ops)
+
+    # ------------------------------------------------------------ expansion
+    def expand(self, e: E.PrimExpr) -> E.PrimExpr:
+        """Inline inlinable producers; turn other reads into buffer loads."""
+
+        def rewrite(node: E.PrimExpr) -> E.PrimExpr | None:
+            if not isinstance(node, E.ProducerLoad):
+                return None
+            op = node.producer.op  # type: ignore[attr-defined]
+            if id(op) in self.inlined:
+                body = self._expanded_body(op)
+                return substitute(body, {a.var: i for a, i in zip(op.axes, node.indices)})
+            buf = self.buffers.get(id(op))
+            if buf is None:
+                if isinstance(op, PlaceholderOp):
+                    raise CompileError(f"kernel {self.name}: tensor {op.name} is not a declared input")
+                raise CompileError(f"kernel {self.name}: no buffer for stage {op.name}")
+            return E.BufferLoad(buf, node.indices, buf.dtype)
+
+        return map_expr(e, rewrite)
+
+    def _expanded_body(self, op: ComputeOp) -> E.PrimExpr:
+        if id(op) not in self._expanded:
+            self._expanded[id(op)] = self.expand(op.body)
+        return self._expanded[id(op)]
+
+    # -------------------------------------------------------------- planning
+    def _readers(self, op: ComputeOp) -> set[int]:
+        """Non-inlined stages reading `op`, looking through inlined stages."""
+        found: set[int] = set()
+        stack = list(self.consumers.get(id(op), []))
+        seen: set[int] = set()
+        while stack:
+            user = stack.pop()
+            if id(user) in seen:
+                continue
+            seen.add(id(user))
+            if id(user) in self.inlined:
+                stack.extend(self.consumers.get(id(user), []))
+            else:
+                found.add(id(user))
+        return found
+
+    def _plan_epilogues(self, output_ops: set[int]) -> None:
+        by_id = {id(op): op for op in self.stages}
+        for op in self.stages:
+            if not isinstance(op.body, Reduce) or id(op) in output_ops:
+                continue
+            readers = self._readers(op)
+            if len(readers) != 1:
+                continue
+            user = by_id[next(iter(readers))]
+            if id(user) not in output_ops or user.shape != op.shape or user.dtype != op.dtype:
+                continue
+            if isinstance(user.body, Reduce) or id(user) in {id(u) for u in self.epilogue_of.values()}:
+                continue
+            # Every read of `op` in the expanded user body must be at the
+            # user's own index, or writing in place would be wrong.
+            saved = dict(self.buffers)
+            marker = Buffer(f"{op.name}_probe", op.shape, op.dtype)
+            self.buffers[id(op)] = marker
+            body = self.expand(user.body)
+            self.buffers = saved
+            self._expanded.clear()
+            reads = [n for n in walk_expr(body) if isinstance(n, E.BufferLoad) and n.buffer is marker]
+            if reads and all(_is_own_index(n.indices, user.axes) for n in reads):
+                self.epilogue_of[id(op)] = user
+                self.buffers[id(op)] = self.buffers[id(user)]
+
+    # -------------------------------------------------------------- emission
+    def run(self, attrs: Mapping[str, object] | None) -> S.PrimFunc:
+        allocs: list[Buffer] = []
+        fused_epilogues = {id(u) for u in self.epilogue_of.values()}
+        for op in self.stages:
+            if id(op) in self.inlined or id(op) in self.buffers:
+                continue
+            buf = Buffer(f"{op.name}_buf", op.shape, op.dtype)
+            self.buffers[id(op)] = buf
+            allocs.append(buf)
+        body_parts: list[S.Stmt] = []
+        for op in self.stages:
+            if id(op) in self.inlined or id(op) in fused_epilogues:
+                continue
+            body_parts.append(self._emit_stage(op))
+        body = S.seq(*body_parts)
+        for buf in reversed(allocs):
+            body = S.Allocate(buf, body)
+        return S.PrimFunc(self.name, tuple(self.params_in + self.params_out), body,
+                          len(self.params_in), attrs or {})
+
+    def _ordered_axes(self, op: ComputeOp) -> list[IterVar]:
+        axes = list(op.axes) + list(op.reduce_axes)
+        if op.loop_order is None:
+            return axes
+        by_name = {a.name: a for a in axes}
+        return [by_name[n] for n in op.loop_order]
+
+    def _emit_stage(self, op: ComputeOp) -> S.Stmt:
+        buf = self.buffers[id(op)]
+        index = tuple(a.var for a in op.axes)
+        if not isinstance(op.body, Reduce):
+            value = self.expand(op.body)
+            return _loop_nest(self._ordered_axes(op), S.BufferStore(buf, value, index))
+        reduce = op.body
+        order = self._ordered_axes(op)
+        first_reduce = next(k for k, a in enumerate(order) if a.kind is IterKind.REDUCE)
+        outer, inner = order[:first_reduce], order[first_reduce:]
+        inner_spatial = [a for a in inner if a.kind is IterKind.SPATIAL]
+        source = self.expand(reduce.source)
+        if not inner_spatial:
+            core = self._accumulate_locally(op, reduce, source, inner, buf, index)
+        elif reduce.combiner in (Combiner.ARGMAX, Combiner.ARGMIN):
+            raise CompileError(f"stage {op.name}: arg-reductions need their reduce axis innermost")
+        else:
+            init = _loop_nest(inner_spatial, S.BufferStore(buf, _init_value(reduce), index))
+            acc = E.BufferLoad(buf, index, buf.dtype)
+            update = _loop_nest(inner, S.BufferStore(buf, _combine(reduce, acc, source), index))
+            core = S.seq(init, update)
+        epilogue = self.epilogue_of.get(id(op))
+        if epilogue is not None:
+            core = S.seq(core, self._emit_epilogue(epilogue, op, inner_spatial))
+        return _loop_nest(outer, core)
+
+    def _accumulate_locally(
+        self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr,
+        inner: list[IterVar], buf: Buffer, index: tuple[E.Var, ...],
+    ) -> S.Stmt:
+        zero = (E.IntImm(0),)
+        if reduce.combiner in (Combiner.ARGMAX, Combiner.ARGMIN):
+            return self._arg_reduce(op, reduce, source, inner, buf, index)
+        acc_buf = Buffer(f"{op.name}_acc", (1,), reduce.source.dtype, Scope.LOCAL)
+        acc = E.BufferLoad(acc_buf, zero, acc_buf.dtype)
+        update = _loop_nest(inner, S.BufferStore(acc_buf, _combine(reduce, acc, source), zero))
+        body = S.seq(
+            S.BufferStore(acc_buf, _init_value(reduce), zero),
+            update,
+            S.BufferStore(buf, E.cast(acc, buf.dtype), index),
+        )
+        return S.Allocate(acc_buf, body)
+
+    def _arg_reduce(
+        self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr,
+        inner: list[IterVar], buf: Buffer, index: tuple[E.Var, ...],
+    ) -> S.Stmt:
+        zero = (E.IntImm(0),)
+        d = reduce.source.dtype
+        best_buf = Buffer(f"{op.name}_best", (1,), d, Scope.LOCAL)
+        pos_buf = Buffer(f"{op.name}_pos", (1,), "int64", Scope.LOCAL)
+        best = E.BufferLoad(best_buf, zero, d)
+        pos = E.BufferLoad(pos_buf, zero, "int64")
+        k = reduce.axes[0].var
+        is_max = reduce.combiner is Combiner.ARGMAX
+        if reduce.select_last:
+            better = E.ge(source, best) if is_max else E.le(source, best)
+        else:
+            better = E.gt(source, best) if is_max else E.lt(source, best)
+        update = S.IfThenElse(
+            better,
+            S.seq(S.BufferStore(best_buf, source, zero), S.BufferStore(pos_buf, E.cast(k, "int64"), zero)),
+        )
+        body = S.seq(
+            S.BufferStore(pos_buf, E.const(0, "int64"), zero),
+            S.BufferStore(best_buf, source_at_zero(source, k), zero),
+            _loop_nest(inner, update),
+            S.BufferStore(buf, E.cast(pos, buf.dtype), index),
+        )
+        return S.Allocate(best_buf, S.Allocate(pos_buf, body))
+
+    def _emit_epilogue(self, user: ComputeOp, producer: ComputeOp, inner_spatial: list[IterVar]) -> S.Stmt:
+        """The output stage, on the producer's loop variables."""
+        mapping = {u.var: p.var for u, p in zip(user.axes, producer.axes)}
+        value = substitute(self.expand(user.body), mapping)
+        index = tuple(a.var for a in producer.axes)
+        store = S.BufferStore(self.buffers[id(user)], value, index)
+        return _loop_nest(inner_spatial, store)
+
+
+def _is_own_index(indices: tuple[E.PrimExpr, ...], axes: tuple[IterVar, ...]) -> bool:
+    """True when `indices` address element (axes...) itself (extent-1 axes may read 0)."""
+    return all(
+        i is a.var or (a.extent == 1 and E.is_const(i, 0)) for i, a in zip(indices, axes)
+    )
+
+
+def source_at_zero(source: E.PrimExpr, k: E.Var) -> E.PrimExpr:
+    return substitute(source, {k: E.IntImm(0)})

@@ -1,0 +1,200 @@
+"""Tensors defined by compute rules, in the style of TVM's TE.
+
+A `Tensor` is produced by an operation: a `PlaceholderOp` (a kernel input) or
+a `ComputeOp` (a value per output index, possibly a reduction). Compute ops
+also carry scheduling hints that `lower` honours: the loop order and whether
+a non-reduction stage is materialised in a buffer instead of inlined.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .. import dtype as dt
+from ..tir import expr as E
+
+_ids = itertools.count()
+
+
+class IterKind(enum.Enum):
+    SPATIAL = "spatial"
+    REDUCE = "reduce"
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class IterVar:
+    var: E.Var
+    extent: int
+    kind: IterKind
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+
+class Combiner(enum.Enum):
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    ARGMAX = "argmax"  # yields the position along the single reduce axis
+    ARGMIN = "argmin"
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce(E.PrimExpr):
+    """A reduction; only allowed as the whole body of a compute."""
+
+    combiner: Combiner
+    source: E.PrimExpr
+    axes: tuple[IterVar, ...]
+    dtype: str
+    select_last: bool = False  # arg-reductions: ties go to the last index
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class PlaceholderOp:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class ComputeOp:
+    name: str
+    axes: tuple[IterVar, ...]
+    body: E.PrimExpr
+    loop_order: tuple[str, ...] | None = None  # axis names, outermost first
+    materialize: bool = False  # keep in a buffer even when it could be inlined
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.extent for a in self.axes)
+
+    @property
+    def dtype(self) -> str:
+        return self.body.dtype
+
+    @property
+    def reduce_axes(self) -> tuple[IterVar, ...]:
+        return self.body.axes if isinstance(self.body, Reduce) else ()
+
+    def inputs(self) -> list["Tensor"]:
+        """Tensors this op reads, in first-use order, without repeats."""
+        from ..tir.functor import walk_expr
+
+        seen: dict[int, Tensor] = {}
+        roots = [self.body.source] if isinstance(self.body, Reduce) else [self.body]
+        for root in roots:
+            for node in walk_expr(root):
+                if isinstance(node, E.ProducerLoad) and id(node.producer) not in seen:
+                    seen[id(node.producer)] = node.producer  # type: ignore[assignment]
+        return list(seen.values())
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Tensor:
+    op: PlaceholderOp | ComputeOp
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.op.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.op.dtype
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.op.shape)
+
+    def __getitem__(self, indices: object) -> E.PrimExpr:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != self.ndim:
+            raise IndexError(f"{self.name} has {self.ndim} dims, indexed with {len(indices)}")
+        return E.ProducerLoad(self, tuple(E.as_expr(i) for i in indices), self.dtype)
+
+    def __call__(self, *indices: E.ExprLike) -> E.PrimExpr:
+        return self[tuple(indices)]
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, {list(self.shape)}, {self.dtype})"
+
+
+def placeholder(shape: Sequence[int], dtype: str, name: str = "input") -> Tensor:
+    dt.info(dtype)
+    return Tensor(PlaceholderOp(name, tuple(int(s) for s in shape), dtype))
+
+
+def compute(
+    shape: Sequence[int],
+    fcompute: Callable[..., E.ExprLike],
+    name: str = "compute",
+    dtype: str | None = None,
+    axis_names: Sequence[str] | None = None,
+    loop_order: Sequence[str] | None = None,
+    materialize: bool = False,
+) -> Tensor:
+    """A tensor whose element at index `i` is `fcompute(*i)`.
+
+    `axis_names` names the spatial loops so `loop_order` can mention them
+    next to the reduce axes' names.
+    """
+    names = list(axis_names) if axis_names is not None else [f"i{k}" for k in range(len(shape))]
+    if len(names) != len(shape):
+        raise ValueError(f"{len(names)} axis names for a {len(shape)}-d compute")
+    axes = tuple(
+        IterVar(E.Var(n, "int32"), int(extent), IterKind.SPATIAL) for n, extent in zip(names, shape)
+    )
+    body = E.as_expr(fcompute(*(a.var for a in axes)))
+    if dtype is not None and body.dtype != dtype:
+        body = E.cast(body, dtype)
+    order = tuple(loop_order) if loop_order is not None else None
+    if order is not None:
+        known = {a.name for a in axes} | {
+            a.name for a in (body.axes if isinstance(body, Reduce) else ())
+        }
+        if set(order) != known or len(order) != len(known):
+            raise ValueError(f"loop_order {order} must list exactly the axes {sorted(known)}")
+    return Tensor(ComputeOp(name, axes, body, order, materialize))
+
+
+def reduce_axis(extent: int, name: str = "k") -> IterVar:
+    return IterVar(E.Var(name, "int32"), int(extent), IterKind.REDUCE)
+
+
+def _axes(axis: IterVar | Sequence[IterVar]) -> tuple[IterVar, ...]:
+    return (axis,) if isinstance(axis, IterVar) else tuple(axis)
+
+
+def sum(source: E.PrimExpr, axis: IterVar | Sequence[IterVar]) -> Reduce:  # noqa: A001
+    return Reduce(Combiner.SUM, source, _axes(axis), source.dtype)
+
+
+def prod(source: E.PrimExpr, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    return Reduce(Combiner.PROD, source, _axes(axis), source.dtype)
+
+
+def max_reduce(source: E.PrimExpr, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    return Reduce(Combiner.MAX, source, _axes(axis), source.dtype)
+
+
+def min_reduce(source: E.PrimExpr, axis: IterVar | Sequence[IterVar]) -> Reduce:
+    return Reduce(Combiner.MIN, source, _axes(axis), source.dtype)
+
+
+def argmax(source: E.PrimExpr, axis: IterVar, select_last: bool = False) -> Reduce:
+    return Reduce(Combiner.ARGMAX, source, (axis,), "int64", select_last)
+
+
+def argmin(source: E.PrimExpr, axis: IterVar, select_last: bool = False) -> Reduce:
+    return Reduce(Combiner.ARGMIN, source, (axis,), "int64", select_last)
+

@@ -1,0 +1,97 @@
+"""Generic rewriting of TIR expressions and statements.
+
+`rebuild` reconstructs a node from new children through the folding builders,
+so any substitution also simplifies what it touches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from . import expr as E
+from . import stmt as S
+
+ExprFn = Callable[[E.PrimExpr], "E.PrimExpr | None"]
+
+
+def rebuild(e: E.PrimExpr, kids: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
+    """`e` with its children replaced by `kids` (identity when unchanged)."""
+    if all(k is o for k, o in zip(kids, E.children(e))):
+        return e
+    if isinstance(e, E.BinaryOp):
+        return E.binary(e.op, kids[0], kids[1])
+    if isinstance(e, E.UnaryOp):
+        if e.op is E.UnOp.NEG:
+            return E.neg(kids[0])
+        return E.UnaryOp(e.op, kids[0], e.dtype)
+    if isinstance(e, E.Select):
+        return E.select(kids[0], kids[1], kids[2])
+    if isinstance(e, E.Cast):
+        return E.cast(kids[0], e.dtype)
+    if isinstance(e, E.BufferLoad):
+        return E.BufferLoad(e.buffer, kids, e.dtype)
+    if isinstance(e, E.ProducerLoad):
+        return E.ProducerLoad(e.producer, kids, e.dtype)
+    if isinstance(e, E.Call):
+        return E.Call(e.func, kids, e.dtype)
+    raise TypeError(f"cannot rebuild {type(e).__name__}")
+
+
+def map_expr(e: E.PrimExpr, fn: ExprFn) -> E.PrimExpr:
+    """Rewrite bottom-up: children first, then `fn` on the rebuilt node.
+
+    `fn` returns a replacement or None to keep the node.
+    """
+    memo: dict[int, E.PrimExpr] = {}
+
+    def visit(node: E.PrimExpr) -> E.PrimExpr:
+        key = id(node)
+        if key in memo:
+            return memo[key]
+        kids = tuple(visit(k) for k in E.children(node))
+        new = rebuild(node, kids)
+        replaced = fn(new)
+        result = new if replaced is None else replaced
+        memo[key] = result
+        return result
+
+    return visit(e)
+
+
+def substitute(e: E.PrimExpr, vmap: Mapping[E.Var, E.PrimExpr]) -> E.PrimExpr:
+    if not vmap:
+        return e
+    return map_expr(e, lambda n: vmap.get(n) if isinstance(n, E.Var) else None)
+
+
+def map_stmt_exprs(s: S.Stmt, fn: Callable[[E.PrimExpr], E.PrimExpr]) -> S.Stmt:
+    """Apply `fn` to every top-level expression held by statements under `s`."""
+    if isinstance(s, S.For):
+        return S.For(s.loop_var, fn(s.extent), map_stmt_exprs(s.body, fn), s.kind)
+    if isinstance(s, S.SeqStmt):
+        return S.SeqStmt(tuple(map_stmt_exprs(x, fn) for x in s.stmts))
+    if isinstance(s, S.BufferStore):
+        return S.BufferStore(s.buffer, fn(s.value), tuple(fn(i) for i in s.indices))
+    if isinstance(s, S.IfThenElse):
+        else_case = None if s.else_case is None else map_stmt_exprs(s.else_case, fn)
+        return S.IfThenElse(fn(s.cond), map_stmt_exprs(s.then_case, fn), else_case)
+    if isinstance(s, S.Allocate):
+        return S.Allocate(s.buffer, map_stmt_exprs(s.body, fn))
+    if isinstance(s, S.LetStmt):
+        return S.LetStmt(s.var, fn(s.value), map_stmt_exprs(s.body, fn))
+    if isinstance(s, S.Evaluate):
+        return S.Evaluate(fn(s.value))
+    raise TypeError(f"unknown statement {type(s).__name__}")
+
+
+def substitute_stmt(s: S.Stmt, vmap: Mapping[E.Var, E.PrimExpr]) -> S.Stmt:
+    return map_stmt_exprs(s, lambda e: substitute(e, vmap))
+
+
+def walk_expr(e: E.PrimExpr):
+    """Every node under `e`, pre-order (shared sub-trees repeated)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(E.children(n)))

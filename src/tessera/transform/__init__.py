@@ -1,0 +1,14 @@
+"""Graph passes and the pass infrastructure."""
+
+from .fold_constant import FoldConstant
+from .fuse_ops import FuseOps
+from .infer_type import InferType
+from .pass_infra import (
+    FunctionPass, Pass, PassContext, PassInstrument, PassTimingInstrument, PrintIRInstrument, Sequential,
+)
+from .simplify_inference import DenseToMatmul, SimplifyInference
+
+__all__ = [
+    "DenseToMatmul", "FoldConstant", "FunctionPass", "FuseOps", "InferType", "Pass", "PassContext",
+    "PassInstrument", "PassTimingInstrument", "PrintIRInstrument", "Sequential", "SimplifyInference",
+]

@@ -1,0 +1,61 @@
+"""FoldConstant: evaluate operator calls whose inputs are all constants.
+
+Evaluation uses each operator's NumPy reference, so folding never needs a C
+compiler. Typical wins: shape computations of exported models, transposed
+or rescaled weights (see SimplifyInference and DenseToMatmul).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..op.registry import Op
+from ..relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
+from ..relay.module import IRModule
+from ..relay.visitor import rewrite
+from .infer_type import infer_expr
+from .pass_infra import FunctionPass, PassContext
+
+
+def _evaluate(call: Call) -> Expr | None:
+    op = call.op
+    if not isinstance(op, Op) or not all(isinstance(a, Constant) for a in call.args):
+        return None
+    args = [np.asarray(a.data) for a in call.args]  # type: ignore[union-attr]
+    value = op.reference(args, call.attrs)
+    if isinstance(value, tuple):
+        return Tuple(tuple(Constant(np.asarray(v)) for v in value))
+    return Constant(np.asarray(value))
+
+
+def fold_expr(expr: Expr) -> Expr:
+    """Fold constant sub-expressions of `expr` (types are re-inferred)."""
+
+    def visit(old: Expr, new: Expr) -> Expr | None:
+        if isinstance(new, Function) and new.attrs.primitive:
+            return None  # fused kernels keep their inlined scalars as they are
+        if isinstance(new, Call):
+            folded = _evaluate(new)
+            if folded is not None:
+                # keep the dtype the type relation promised
+                ty = old.checked_type_
+                if isinstance(folded, Constant) and ty is not None and hasattr(ty, "dtype"):
+                    data = folded.data
+                    if data.dtype.name != ty.dtype or data.shape != ty.shape:
+                        folded = Constant(np.asarray(data, dtype=ty.dtype).reshape(ty.shape))
+                return folded
+        if isinstance(new, TupleGetItem) and isinstance(new.tuple_value, Tuple):
+            return new.tuple_value.fields[new.index]
+        return None
+
+    return rewrite(expr, visit, into_functions=False)
+
+
+class FoldConstant(FunctionPass):
+    name = "FoldConstant"
+    opt_level = 1
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        typed = infer_expr(func, mod)
+        folded = fold_expr(typed)
+        return infer_expr(folded, mod)  # type: ignore[return-value]

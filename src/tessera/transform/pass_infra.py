@@ -1,0 +1,157 @@
+"""Pass infrastructure: Pass, Sequential, PassContext and instruments.
+
+A pass is an object with a name, an opt level and `transform(mod, ctx)`.
+`PassContext` carries the options of one compilation (opt level, config,
+disabled passes, instruments); it is passed explicitly, and `with ctx:` also
+makes it the default for code that is not handed one.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Optional, TextIO
+
+from ..relay.expr import Function
+from ..relay.module import IRModule
+
+
+class PassInstrument:
+    """Hooks around each pass; subclasses override what they need."""
+
+    def enter_pass_ctx(self) -> None: ...
+
+    def exit_pass_ctx(self) -> None: ...
+
+    def run_before_pass(self, mod: IRModule, pass_: "Pass") -> None: ...
+
+    def run_after_pass(self, mod: IRModule, pass_: "Pass") -> None: ...
+
+
+class PassTimingInstrument(PassInstrument):
+    """Records wall time per pass; `summary()` renders a table."""
+
+    def __init__(self) -> None:
+        self.timings: list[tuple[str, float]] = []
+        self._start: list[float] = []
+
+    def run_before_pass(self, mod: IRModule, pass_: "Pass") -> None:
+        self._start.append(time.perf_counter())
+
+    def run_after_pass(self, mod: IRModule, pass_: "Pass") -> None:
+        self.timings.append((pass_.name, time.perf_counter() - self._start.pop()))
+
+    def summary(self) -> str:
+        total = sum(t for _, t in self.timings) or 1e-12
+        lines = [f"{'pass':<32} {'ms':>10} {'%':>6}"]
+        for name, t in self.timings:
+            lines.append(f"{name:<32} {t * 1e3:>10.2f} {100 * t / total:>6.1f}")
+        return "\n".join(lines)
+
+
+class PrintIRInstrument(PassInstrument):
+    """Prints the module after the named passes (all when `passes` is empty)."""
+
+    def __init__(self, passes: Iterable[str] = (), stream: TextIO | None = None) -> None:
+        self.passes = set(passes)
+        self.stream = stream or sys.stdout
+
+    def run_after_pass(self, mod: IRModule, pass_: "Pass") -> None:
+        if not self.passes or pass_.name in self.passes:
+            print(f"// after {pass_.name}\n{mod}\n", file=self.stream)
+
+
+@dataclass
+class PassContext:
+    opt_level: int = 2
+    config: Mapping[str, object] = field(default_factory=dict)
+    disabled_pass: Sequence[str] = ()
+    instruments: Sequence[PassInstrument] = ()
+
+    _stack: ClassVar[list["PassContext"]] = []
+
+    def __enter__(self) -> "PassContext":
+        PassContext._stack.append(self)
+        for inst in self.instruments:
+            inst.enter_pass_ctx()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for inst in self.instruments:
+            inst.exit_pass_ctx()
+        PassContext._stack.pop()
+
+    @classmethod
+    def current(cls) -> "PassContext":
+        return cls._stack[-1] if cls._stack else cls()
+
+    def is_enabled(self, p: "Pass") -> bool:
+        return p.opt_level <= self.opt_level and p.name not in self.disabled_pass
+
+
+class Pass:
+    """A module-to-module transformation."""
+
+    name: str = "Pass"
+    opt_level: int = 0
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        raise NotImplementedError
+
+    def __call__(self, mod: IRModule, ctx: Optional[PassContext] = None) -> IRModule:
+        ctx = ctx or PassContext.current()
+        if not ctx.is_enabled(self):
+            return mod
+        for inst in ctx.instruments:
+            inst.run_before_pass(mod, self)
+        result = self.transform(mod, ctx)
+        for inst in ctx.instruments:
+            inst.run_after_pass(result, self)
+        return result
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class FunctionPass(Pass):
+    """Applies `transform_function` to every Relay function of the module."""
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        raise NotImplementedError
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        result = mod
+        for gv, func in mod.items():
+            if isinstance(func, Function):
+                new = self.transform_function(func, mod, ctx)
+                if new is not func:
+                    result = result.with_function(gv, new)
+        return result
+
+
+class Sequential(Pass):
+    def __init__(self, passes: Sequence[Pass], name: str = "Sequential", opt_level: int = 0) -> None:
+        self.passes = tuple(passes)
+        self.name = name
+        self.opt_level = opt_level
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        for p in self.passes:
+            mod = p(mod, ctx)
+        return mod
+
+    def __repr__(self) -> str:
+        return f"Sequential({', '.join(p.name for p in self.passes)})"
+
+
+def module_pass(name: str, opt_level: int = 0) -> Callable[[Callable[[IRModule, PassContext], IRModule]], Pass]:
+    """Decorator turning `fn(mod, ctx) -> mod` into a Pass instance."""
+
+    def wrap(fn: Callable[[IRModule, PassContext], IRModule]) -> Pass:
+        cls = type(name, (Pass,), {"name": name, "opt_level": opt_level,
+                                   "transform": lambda self, mod, ctx: fn(mod, ctx)})
+        return cls()
+
+    return wrap
