@@ -4,8 +4,8 @@ Importing this package registers every operator (each module registers its
 own); `REGISTRY.names()` lists them.
 """
 
-from . import elemwise, transform  # noqa: F401  (registration)
-from .nn import conv, matmul, norm  # noqa: F401
+from . import elemwise, reduce, transform  # noqa: F401  (registration)
+from .nn import conv, matmul, norm, pool, softmax  # noqa: F401
 from .registry import REGISTRY, Op, OpPattern, register_op
 
 __all__ = ["REGISTRY", "Op", "OpPattern", "register_op"]

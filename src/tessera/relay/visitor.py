@@ -12,10 +12,12 @@ from dataclasses import replace
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, children
 
 
-def post_order(root: Expr, into_functions: bool = True) -> list[Expr]:
+def post_order(root: Expr, into_functions: bool = True,
+               is_leaf: Callable[[Expr], bool] | None = None) -> list[Expr]:
     """Every node reachable from `root` once, children before parents.
 
-    With `into_functions=False`, nested Function nodes are leaves.
+    With `into_functions=False`, nested Function nodes are leaves; `is_leaf`
+    marks other nodes whose children are not visited (never the root).
     """
     order: list[Expr] = []
     visited: set[int] = set()
@@ -29,8 +31,11 @@ def post_order(root: Expr, into_functions: bool = True) -> list[Expr]:
             continue
         visited.add(id(node))
         stack.append((node, True))
-        if isinstance(node, Function) and not into_functions and node is not root:
-            continue
+        if node is not root:
+            if isinstance(node, Function) and not into_functions:
+                continue
+            if is_leaf is not None and is_leaf(node):
+                continue
         for child in reversed(children(node)):
             if id(child) not in visited:
                 stack.append((child, False))
@@ -64,14 +69,18 @@ def rebuild(node: Expr, kids: tuple[Expr, ...]) -> Expr:
 Rewriter = Callable[[Expr, Expr], "Expr | None"]
 
 
-def rewrite(root: Expr, fn: Rewriter, into_functions: bool = True) -> Expr:
+def rewrite(root: Expr, fn: Rewriter, into_functions: bool = True,
+            is_leaf: Callable[[Expr], bool] | None = None) -> Expr:
     """Bottom-up rewrite. `fn(original, rebuilt)` returns a replacement or None.
 
-    `rebuilt` is the node with its children already rewritten.
+    `rebuilt` is the node with its children already rewritten. Nodes for
+    which `is_leaf` holds are passed to `fn` without visiting their children.
     """
     memo: dict[int, Expr] = {}
-    for node in post_order(root, into_functions):
-        if isinstance(node, Function) and not into_functions and node is not root:
+    for node in post_order(root, into_functions, is_leaf):
+        if node is not root and (
+            (isinstance(node, Function) and not into_functions) or (is_leaf is not None and is_leaf(node))
+        ):
             new = node
         else:
             kids = tuple(memo[id(k)] for k in children(node))

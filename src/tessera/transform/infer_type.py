@@ -94,16 +94,24 @@ def _type_of(new: Expr, mod: IRModule | None) -> Type:
     raise TypeInferenceError(f"cannot type {type(new).__name__}")
 
 
-def infer_expr(expr: Expr, mod: IRModule | None = None) -> Expr:
-    """`expr` rebuilt with checked types on every node."""
+def infer_expr(expr: Expr, mod: IRModule | None = None, incremental: bool = False) -> Expr:
+    """`expr` rebuilt with checked types on every node.
+
+    With `incremental=True`, sub-expressions that already carry a type are
+    trusted as they are: builders that type each new node as they go (the
+    ONNX importer) then pay only for the new nodes.
+    """
 
     def visit(old: Expr, new: Expr) -> Expr | None:
+        if incremental and old is not expr and old.checked_type_ is not None:
+            return None
         ty = _type_of(new, mod)
         if new.checked_type_ == ty:
             return new
         return new.with_type(ty)
 
-    return rewrite(expr, visit)
+    is_leaf = (lambda n: n.checked_type_ is not None) if incremental else None
+    return rewrite(expr, visit, is_leaf=is_leaf)
 
 
 class InferType(Pass):

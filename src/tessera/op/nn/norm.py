@@ -60,3 +60,65 @@ batch_norm = register_op(
     compute=_bn_compute, attrs=BatchNormAttrs, num_inputs=5,
     doc="Inference-mode batch normalisation: (x - mean) / sqrt(var + eps) * scale + bias.",
 )
+
+
+@dataclass(frozen=True)
+class LRNAttrs:
+    size: int
+    alpha: float = 1e-4
+    beta: float = 0.75
+    bias: float = 1.0
+    axis: int = 1
+
+
+def _same(types: tuple[Type, ...], attrs: object) -> Type:
+    (x,) = tensors(types)
+    return x
+
+
+def _lrn_window(size: int) -> tuple[int, int]:
+    """Channels before and after the centre that the window covers (ONNX)."""
+    return (size - 1) // 2, size - 1 - (size - 1) // 2
+
+
+def _lrn_ref(args: list[np.ndarray], a: LRNAttrs) -> np.ndarray:
+    x = args[0]
+    before, after = _lrn_window(a.size)
+    sq = np.zeros_like(x, dtype=np.float64)
+    c = x.shape[a.axis]
+    xs = np.moveaxis(x.astype(np.float64) ** 2, a.axis, 0)
+    acc = np.moveaxis(sq, a.axis, 0)
+    for k in range(c):
+        acc[k] = xs[max(0, k - before): min(c, k + after + 1)].sum(axis=0)
+    acc = np.moveaxis(acc, 0, a.axis)
+    return (x / (a.bias + a.alpha / a.size * acc) ** a.beta).astype(x.dtype)
+
+
+def _lrn_compute(inputs: list[te.Tensor], a: LRNAttrs, out: TensorType) -> te.Tensor:
+    x = inputs[0]
+    axis = normalize_axis(a.axis, x.ndim)
+    before, _ = _lrn_window(a.size)
+    r = te.reduce_axis(a.size, "r")
+    channels = x.shape[axis]
+
+    def square_sum(*i: E.Var) -> E.PrimExpr:
+        c = E.add(E.sub(i[axis], before), r.var)
+        inside = E.logical_and(E.ge(c, 0), E.lt(c, channels))
+        idx = list(i)
+        idx[axis] = E.minimum(E.maximum(c, 0), channels - 1)
+        v = x[tuple(idx)]
+        return te.sum(E.select(inside, E.mul(v, v), E.const(0, x.dtype)), r)
+
+    total = te.compute(x.shape, square_sum, name="lrn_sum")
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        scale = E.add(E.const(a.bias, x.dtype), E.mul(E.const(a.alpha / a.size, x.dtype), total[i]))
+        return E.div(x[i], E.binary(E.BinOp.POW, scale, E.const(a.beta, x.dtype)))
+
+    return te.compute(x.shape, element, name="lrn")
+
+
+lrn = register_op(
+    "nn.lrn", type_rel=_same, reference=_lrn_ref, pattern=OpPattern.OPAQUE, compute=_lrn_compute,
+    attrs=LRNAttrs, num_inputs=1, doc="Local response normalisation across channels.",
+)

@@ -1,0 +1,5 @@
+"""Model importers."""
+
+from .onnx import from_onnx
+
+__all__ = ["from_onnx"]

@@ -1,0 +1,347 @@
+"""ONNX GraphProto -> Relay IRModule.
+
+The importer walks the nodes in order, hands each one (with its inputs
+already converted and typed) to the converter registered for its op type
+and opset, and records the outputs by name. Every failure names the node,
+its op type and what was expected.
+
+Shapes are static. Sub-graphs whose inputs are all constants (shape
+arithmetic of exported models) are folded as they are imported, so a
+converter that needs a value at compile time (a Reshape's target shape)
+usually finds a constant. Graph inputs that must be constant are reported
+by name (`NeedsConstantError`), so a caller can bind them and retry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ...errors import ConversionError, TesseraError
+from ...relay.expr import Constant, Expr, Function, Tuple, Var
+from ...relay.module import IRModule
+from ...relay.ty import TensorType
+from ...relay.visitor import free_vars, substitute
+from ...transform.fold_constant import fold_expr
+from ...transform.infer_type import infer_expr
+from .registry import CONVERTERS, DEFAULT_DOMAIN
+
+ONNX_DTYPES: dict[int, str] = {
+    onnx.TensorProto.FLOAT: "float32",
+    onnx.TensorProto.DOUBLE: "float64",
+    onnx.TensorProto.INT8: "int8",
+    onnx.TensorProto.INT16: "int16",
+    onnx.TensorProto.INT32: "int32",
+    onnx.TensorProto.INT64: "int64",
+    onnx.TensorProto.UINT8: "uint8",
+    onnx.TensorProto.UINT16: "uint16",
+    onnx.TensorProto.UINT32: "uint32",
+    onnx.TensorProto.UINT64: "uint64",
+    onnx.TensorProto.BOOL: "bool",
+}
+
+_REQUIRED = object()
+
+
+def onnx_dtype(elem_type: int, where: str) -> str:
+    if elem_type not in ONNX_DTYPES:
+        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else str(elem_type)
+        raise ConversionError(
+            f"{where}: element type {name} is not supported; supported: "
+            f"{', '.join(onnx.TensorProto.DataType.Name(k) for k in ONNX_DTYPES)}"
+        )
+    return ONNX_DTYPES[elem_type]
+
+
+class NeedsConstantError(ConversionError):
+    """A value that must be known at compile time depends on graph inputs."""
+
+    def __init__(self, message: str, input_names: Sequence[str]) -> None:
+        super().__init__(message)
+        self.input_names = list(input_names)
+
+
+@dataclass
+class Node:
+    """One ONNX node with its inputs converted, as converters see it."""
+
+    name: str
+    op_type: str
+    domain: str
+    opset: int
+    inputs: list[Expr | None]
+    input_names: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"node {self.name!r} ({self.op_type}, opset {self.opset})"
+
+    def error(self, message: str) -> ConversionError:
+        return ConversionError(f"{self.describe()}: {message}")
+
+    def attr(self, name: str, default: Any = _REQUIRED) -> Any:
+        if name in self.attrs:
+            return self.attrs[name]
+        if default is _REQUIRED:
+            raise self.error(f"missing required attribute {name!r}")
+        return default
+
+    def input(self, k: int) -> Expr:
+        if k >= len(self.inputs) or self.inputs[k] is None:
+            raise self.error(f"missing required input #{k}")
+        return self.inputs[k]  # type: ignore[return-value]
+
+    def optional_input(self, k: int) -> Expr | None:
+        return self.inputs[k] if k < len(self.inputs) else None
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.outputs)
+
+    def reject_attrs(self, **unsupported: Any) -> None:
+        """Fail on attributes whose value tessera does not implement."""
+        for name, supported in unsupported.items():
+            if name in self.attrs and self.attrs[name] != supported:
+                raise self.error(f"attribute {name}={self.attrs[name]!r} is not supported (only {supported!r})")
+
+
+class ImportContext:
+    """What converters may ask of the importer: types and constant values."""
+
+    def __init__(self, params: dict[str, np.ndarray], graph_inputs: set[str]) -> None:
+        self.params = params
+        self.graph_inputs = graph_inputs
+
+    def typed(self, expr: Expr) -> Expr:
+        return infer_expr(expr, incremental=True)
+
+    def type_of(self, expr: Expr) -> TensorType:
+        ty = self.typed(expr).checked_type
+        if not isinstance(ty, TensorType):
+            raise ConversionError(f"expected a tensor, got {ty}")
+        return ty
+
+    def shape_of(self, expr: Expr) -> tuple[int, ...]:
+        return self.type_of(expr).shape
+
+    def dtype_of(self, expr: Expr) -> str:
+        return self.type_of(expr).dtype
+
+    def constant(self, expr: Expr, what: str) -> np.ndarray:
+        """The compile-time value of `expr`, folding through params."""
+        if isinstance(expr, Constant):
+            return np.asarray(expr.data)
+        if isinstance(expr, Var) and expr.name_hint in self.params:
+            return np.asarray(self.params[expr.name_hint])
+        free = free_vars(expr)
+        unknown = [v.name_hint for v in free if v.name_hint not in self.params]
+        if unknown:
+            raise NeedsConstantError(
+                f"{what} must be known at compile time, but depends on graph input(s) {unknown}", unknown
+            )
+        bound = substitute(expr, {id(v): Constant(self.params[v.name_hint]) for v in free})
+        folded = fold_expr(infer_expr(bound))
+        if not isinstance(folded, Constant):
+            raise ConversionError(f"{what} must be a compile-time constant")
+        return np.asarray(folded.data)
+
+
+def _parse_attr(attr: onnx.AttributeProto) -> Any:
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, list):
+        return [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in value]
+    return value
+
+
+def _value_info_type(vi: onnx.ValueInfoProto, override: Sequence[int] | None) -> TensorType:
+    where = f"graph input {vi.name!r}"
+    if not vi.type.HasField("tensor_type"):
+        raise ConversionError(f"{where}: only tensor inputs are supported")
+    tt = vi.type.tensor_type
+    dtype = onnx_dtype(tt.elem_type, where)
+    if override is not None:
+        return TensorType(tuple(int(d) for d in override), dtype)
+    if not tt.HasField("shape"):
+        raise ConversionError(f"{where} has no shape; pass shape={{{vi.name!r}: (...)}} to from_onnx")
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(d.dim_value)
+        else:
+            symbol = d.dim_param or "?"
+            raise ConversionError(
+                f"{where} has a symbolic dimension {symbol!r}; tessera compiles static shapes. "
+                f"Pass shape={{{vi.name!r}: (...)}} to from_onnx (or --input-shape on the command line)"
+            )
+    return TensorType(tuple(dims), dtype)
+
+
+def _opsets(model: onnx.ModelProto) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for imp in model.opset_import:
+        domain = "" if imp.domain in ("", "ai.onnx") else imp.domain
+        result[domain] = imp.version
+    result.setdefault(DEFAULT_DOMAIN, 1)
+    return result
+
+
+def sanitize_name(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./:-]*", name) else re.sub(r"\s", "_", name) or "input"
+
+
+class GraphImporter:
+    def __init__(self, model: onnx.ModelProto, shape: Mapping[str, Sequence[int]] | None,
+                 freeze_params: bool, constant_inputs: Mapping[str, np.ndarray] | None) -> None:
+        self.model = model
+        self.graph = model.graph
+        self.shape_overrides = dict(shape or {})
+        self.freeze_params = freeze_params
+        self.constant_inputs = dict(constant_inputs or {})
+        self.opsets = _opsets(model)
+        self.env: dict[str, Expr] = {}
+        self.params: dict[str, np.ndarray] = {}
+        self.param_vars: list[Var] = []
+        self.input_vars: list[Var] = []
+
+    def run(self) -> tuple[IRModule, dict[str, np.ndarray]]:
+        self._read_initializers()
+        self._read_inputs()
+        ctx = ImportContext(self.params, {v.name_hint for v in self.input_vars})
+        for index, proto in enumerate(self.graph.node):
+            self._convert(proto, index, ctx)
+        outputs = []
+        for out in self.graph.output:
+            if out.name not in self.env:
+                raise ConversionError(f"graph output {out.name!r} is not produced by any node")
+            outputs.append(self.env[out.name])
+        if not outputs:
+            raise ConversionError("the graph has no outputs")
+        body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
+        used = {id(v) for v in free_vars(body)}
+        params = [v for v in self.param_vars if id(v) in used]
+        func = Function(tuple(self.input_vars + params), body)
+        func = infer_expr(func)
+        param_values = {v.name_hint: self.params[v.name_hint] for v in params}
+        return IRModule.from_expr(func), param_values  # type: ignore[arg-type]
+
+    def _read_initializers(self) -> None:
+        for init in self.graph.initializer:
+            try:
+                value = numpy_helper.to_array(init)
+            except Exception as err:  # malformed tensor data
+                raise ConversionError(f"initializer {init.name!r} cannot be read: {err}") from None
+            onnx_dtype(init.data_type, f"initializer {init.name!r}")
+            value = np.ascontiguousarray(value)
+            if self.freeze_params or value.dtype.kind != "f":
+                # integer initializers are shapes, indices and axes: keep them constant
+                self.env[init.name] = Constant(value)
+            else:
+                var = Var(sanitize_name(init.name), TensorType(value.shape, value.dtype.name))
+                self.params[var.name_hint] = value
+                self.param_vars.append(var)
+                self.env[init.name] = var
+
+    def _read_inputs(self) -> None:
+        for vi in self.graph.input:
+            if vi.name in self.env:
+                continue  # an initializer listed as input (older exporters)
+            if vi.name in self.constant_inputs:
+                self.env[vi.name] = Constant(np.asarray(self.constant_inputs[vi.name]))
+                continue
+            ty = _value_info_type(vi, self.shape_overrides.get(vi.name))
+            var = Var(sanitize_name(vi.name), ty)
+            self.input_vars.append(var)
+            self.env[vi.name] = var
+        unknown = set(self.shape_overrides) - {vi.name for vi in self.graph.input}
+        if unknown:
+            raise ConversionError(
+                f"shape given for unknown input(s) {sorted(unknown)}; inputs: {[vi.name for vi in self.graph.input]}"
+            )
+
+    def _convert(self, proto: onnx.NodeProto, index: int, ctx: ImportContext) -> None:
+        name = proto.name or f"{proto.op_type}_{index}"
+        domain = "" if proto.domain in ("", "ai.onnx") else proto.domain
+        opset = self.opsets.get(domain)
+        if opset is None:
+            raise ConversionError(f"node {name!r} uses domain {proto.domain!r}, which the model does not import")
+        inputs: list[Expr | None] = []
+        for inp in proto.input:
+            if inp == "":
+                inputs.append(None)
+            elif inp not in self.env:
+                raise ConversionError(
+                    f"node {name!r} ({proto.op_type}) reads {inp!r}, which no earlier node, input or "
+                    "initializer defines (is the graph topologically sorted?)"
+                )
+            else:
+                inputs.append(self.env[inp])
+        node = Node(name, proto.op_type, domain, opset, inputs, list(proto.input), list(proto.output),
+                    {a.name: _parse_attr(a) for a in proto.attribute})
+        fn = CONVERTERS.lookup(proto.op_type, opset, domain, name)
+        try:
+            result = fn(node, ctx)
+            results = list(result) if isinstance(result, (list, tuple)) else [result]
+            all_const = all(isinstance(i, Constant) for i in inputs if i is not None)
+            results = [self._finish(r, all_const) for r in results]
+        except NeedsConstantError as err:
+            raise NeedsConstantError(f"{node.describe()}: {err}", err.input_names) from None
+        except TesseraError as err:
+            text = str(err)
+            if name in text:
+                raise
+            raise type(err)(f"{node.describe()}: {text}") from None
+        except Exception as err:  # a converter bug must still name the node
+            raise ConversionError(
+                f"{node.describe()}: conversion failed ({type(err).__name__}: {err})"
+            ) from err
+        outputs = [o for o in proto.output]
+        if len(results) < len([o for o in outputs if o]):
+            raise ConversionError(f"{node.describe()}: converter produced {len(results)} outputs, "
+                                  f"the node declares {len(outputs)}")
+        for out_name, value in zip(outputs, results):
+            if out_name:
+                self.env[out_name] = value
+
+    @staticmethod
+    def _finish(expr: Expr, all_const: bool) -> Expr:
+        expr = infer_expr(expr, incremental=True)
+        if all_const:
+            expr = fold_expr(expr)
+            expr = infer_expr(expr, incremental=True)
+        return expr
+
+
+def from_onnx(
+    model: onnx.ModelProto | str,
+    shape: Mapping[str, Sequence[int]] | None = None,
+    freeze_params: bool = False,
+    constant_inputs: Mapping[str, np.ndarray] | None = None,
+) -> tuple[IRModule, dict[str, np.ndarray]]:
+    """Import an ONNX model.
+
+    Returns `(mod, params)`: `mod["main"]` takes the graph inputs followed
+    by the float weights, whose values are in `params` (pass them to
+    `tessera.build`). `shape` fixes input shapes (needed for symbolic
+    dimensions); `constant_inputs` turns graph inputs into constants.
+    """
+    from . import ops  # noqa: F401  (registers converters)
+
+    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        try:
+            model = onnx.load(model)  # type: ignore[arg-type]
+        except Exception as err:
+            raise ConversionError(f"cannot read ONNX model {model!r}: {err}") from None
+    if not isinstance(model, onnx.ModelProto):
+        raise ConversionError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model).__name__}")
+    return GraphImporter(model, shape, freeze_params, constant_inputs).run()

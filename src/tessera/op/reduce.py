@@ -1,0 +1,151 @@
+"""Reductions over a set of axes: sum, mean, max, min, prod, argmax, argmin."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import te
+from ..errors import TypeInferenceError
+from ..relay.ty import TensorType, Type
+from ..tir import expr as E
+from ._util import as_tensor, normalize_axis
+from .registry import Op, OpPattern, register_op
+
+
+@dataclass(frozen=True)
+class ReduceAttrs:
+    axes: tuple[int, ...]  # empty: all axes
+    keepdims: bool = False
+
+
+@dataclass(frozen=True)
+class ArgReduceAttrs:
+    axis: int
+    keepdims: bool = True
+    select_last_index: bool = False
+
+
+def reduced_axes(ndim: int, axes: tuple[int, ...]) -> tuple[int, ...]:
+    if not axes:
+        return tuple(range(ndim))
+    norm = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
+    return norm
+
+
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if k in axes else s for k, s in enumerate(shape))
+    return tuple(s for k, s in enumerate(shape) if k not in axes)
+
+
+def _reduce_type(types: tuple[Type, ...], attrs: ReduceAttrs) -> Type:
+    x = as_tensor(types[0])
+    axes = reduced_axes(x.ndim, attrs.axes)
+    return TensorType(reduced_shape(x.shape, axes, attrs.keepdims), x.dtype)
+
+
+def _reduce_compute(combine: Callable[..., te.Reduce], name: str):
+    def compute(inputs: list[te.Tensor], attrs: ReduceAttrs, out: TensorType) -> te.Tensor:
+        x = inputs[0]
+        axes = reduced_axes(x.ndim, attrs.axes)
+        raxes = {a: te.reduce_axis(x.shape[a], f"r{a}") for a in axes}
+
+        def element(*i: E.Var) -> E.PrimExpr:
+            idx, pos = [], 0
+            for k in range(x.ndim):
+                if k in raxes:
+                    idx.append(raxes[k].var)
+                    if attrs.keepdims:
+                        pos += 1
+                else:
+                    idx.append(i[pos])
+                    pos += 1
+            return combine(x[tuple(idx)], list(raxes.values()))
+
+        return te.compute(out.shape, element, name=name)
+
+    return compute
+
+
+def _mean_compute(inputs: list[te.Tensor], attrs: ReduceAttrs, out: TensorType) -> te.Tensor:
+    x = inputs[0]
+    axes = reduced_axes(x.ndim, attrs.axes)
+    total = _reduce_compute(te.sum, "mean_sum")(inputs, attrs, out)
+    count = math.prod(x.shape[a] for a in axes)
+    return te.compute(out.shape, lambda *i: E.div(total[i], E.const(count, x.dtype)), name="mean")
+
+
+def _np_reduce(fn: Callable[..., np.ndarray]):
+    def ref(args: list[np.ndarray], attrs: ReduceAttrs) -> np.ndarray:
+        x = args[0]
+        axes = reduced_axes(x.ndim, attrs.axes)
+        return np.asarray(fn(x, axis=axes, keepdims=attrs.keepdims)).astype(x.dtype)
+
+    return ref
+
+
+def _register(name: str, compute, reference) -> Op:
+    return register_op(name, type_rel=_reduce_type, reference=reference, pattern=OpPattern.COMM_REDUCE,
+                       compute=compute, attrs=ReduceAttrs, num_inputs=1)
+
+
+sum = _register("sum", _reduce_compute(te.sum, "sum"), _np_reduce(np.sum))  # noqa: A001
+prod = _register("prod", _reduce_compute(te.prod, "prod"), _np_reduce(np.prod))
+max = _register("max", _reduce_compute(te.max_reduce, "max"), _np_reduce(np.max))  # noqa: A001
+min = _register("min", _reduce_compute(te.min_reduce, "min"), _np_reduce(np.min))  # noqa: A001
+mean = _register("mean", _mean_compute, _np_reduce(np.mean))
+
+
+def _arg_type(types: tuple[Type, ...], attrs: ArgReduceAttrs) -> Type:
+    x = as_tensor(types[0])
+    axis = normalize_axis(attrs.axis, x.ndim)
+    if x.shape[axis] == 0:
+        raise TypeInferenceError("cannot take argmax/argmin over an empty axis")
+    return TensorType(reduced_shape(x.shape, (axis,), attrs.keepdims), "int64")
+
+
+def _arg_compute(maximum: bool):
+    def compute(inputs: list[te.Tensor], attrs: ArgReduceAttrs, out: TensorType) -> te.Tensor:
+        x = inputs[0]
+        axis = normalize_axis(attrs.axis, x.ndim)
+        r = te.reduce_axis(x.shape[axis], "r")
+
+        def element(*i: E.Var) -> E.PrimExpr:
+            idx = list(i)
+            if attrs.keepdims:
+                idx[axis] = r.var
+            else:
+                idx.insert(axis, r.var)
+            fn = te.argmax if maximum else te.argmin
+            return fn(x[tuple(idx)], r, attrs.select_last_index)
+
+        return te.compute(out.shape, element, name="argmax" if maximum else "argmin")
+
+    return compute
+
+
+def _arg_ref(maximum: bool):
+    def ref(args: list[np.ndarray], attrs: ArgReduceAttrs) -> np.ndarray:
+        x = args[0]
+        axis = normalize_axis(attrs.axis, x.ndim)
+        fn = np.argmax if maximum else np.argmin
+        if attrs.select_last_index:
+            flipped = np.flip(x, axis)
+            result = x.shape[axis] - 1 - fn(flipped, axis=axis)
+        else:
+            result = fn(x, axis=axis)
+        if attrs.keepdims:
+            result = np.expand_dims(result, axis)
+        return result.astype(np.int64)
+
+    return ref
+
+
+argmax = register_op("argmax", type_rel=_arg_type, reference=_arg_ref(True), pattern=OpPattern.COMM_REDUCE,
+                     compute=_arg_compute(True), attrs=ArgReduceAttrs, num_inputs=1)
+argmin = register_op("argmin", type_rel=_arg_type, reference=_arg_ref(False), pattern=OpPattern.COMM_REDUCE,
+                     compute=_arg_compute(False), attrs=ArgReduceAttrs, num_inputs=1)
