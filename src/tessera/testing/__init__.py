@@ -1,0 +1,1 @@
+"""Helpers for testing tessera: model fixtures and reference utilities."""
