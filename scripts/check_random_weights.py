@@ -19,7 +19,6 @@ Exits non-zero if any model fails. Run from the repository root::
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -27,16 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
-from onnx import TensorProto, helper
 
-try:
-    from tessera.testing.weights import find_weights, randomize_weights
-except ImportError:  # running from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from tessera.testing.weights import find_weights, randomize_weights
+from tessera.testing.models import LIGHT_DIR, data_input, logits_name, ort_run, with_output
+from tessera.testing.weights import find_weights, randomize_weights
 
-LIGHT_DIR = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
 SEED = 0
 STD_RANGE = (0.1, 100.0)
 UNIFORM_MARGIN = 2.0  # "non-uniform" means max prob > UNIFORM_MARGIN / num_classes
@@ -67,35 +60,9 @@ class Row:
         )
 
 
-def logits_name(model: onnx.ModelProto) -> str:
-    """Input of the last Softmax node, or the first graph output if there is none."""
-    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
-    return softmaxes[-1].input[0] if softmaxes else model.graph.output[0].name
-
-
-def with_output(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
-    """Copy of ``model`` that also returns tensor ``name`` (if not already an output)."""
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    if name not in {o.name for o in out.graph.output}:
-        out.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-    return out
-
-
-def data_input(model: onnx.ModelProto) -> tuple[str, list[int]]:
-    """Name and static shape of the one graph input that is not an initializer."""
-    inits = {i.name for i in model.graph.initializer}
-    (inp,) = [i for i in model.graph.input if i.name not in inits]
-    return inp.name, [d.dim_value for d in inp.type.tensor_type.shape.dim]
-
-
 def run(model: onnx.ModelProto, feed: dict[str, np.ndarray], outputs: list[str]) -> list[np.ndarray]:
     """Run ``model`` in single-threaded onnxruntime."""
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 3  # ResNet/ZFNet carry an unused initializer ORT warns about
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run(outputs, feed)
+    return ort_run(model, feed, outputs)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
