@@ -18,6 +18,7 @@ from ..relay.visitor import substitute
 from ..runtime.module import CSourceModule
 from ..target.toolchain import SourceFile, Toolchain
 from ..tir.stmt import PrimFunc
+from ..transform.dead_code import DeadCodeElimination
 from ..transform.fold_constant import FoldConstant
 from ..transform.fuse_ops import FuseOps
 from ..transform.infer_type import InferType
@@ -53,7 +54,8 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
 
 def optimize(mod: IRModule, ctx: PassContext) -> IRModule:
     seq = Sequential(
-        [InferType(), SimplifyInference(), FoldConstant(), DenseToMatmul(), FoldConstant(), FuseOps()],
+        [InferType(), DeadCodeElimination(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
+         FoldConstant(), FuseOps()],
         name="optimize",
     )
     return seq(mod, ctx)

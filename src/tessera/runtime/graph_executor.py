@@ -80,6 +80,12 @@ class GraphModule:
     def input_names(self) -> list[str]:
         return list(self._input_index)
 
+    def input_shape(self, key: str | int) -> tuple[int, ...]:
+        return self._input_entry(key).shape
+
+    def input_dtype(self, key: str | int) -> str:
+        return self._input_entry(key).dtype.name
+
     @property
     def num_outputs(self) -> int:
         return len(self._outputs)

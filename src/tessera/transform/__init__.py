@@ -1,5 +1,6 @@
 """Graph passes and the pass infrastructure."""
 
+from .dead_code import DeadCodeElimination
 from .fold_constant import FoldConstant
 from .fuse_ops import FuseOps
 from .infer_type import InferType
@@ -9,6 +10,6 @@ from .pass_infra import (
 from .simplify_inference import DenseToMatmul, SimplifyInference
 
 __all__ = [
-    "DenseToMatmul", "FoldConstant", "FunctionPass", "FuseOps", "InferType", "Pass", "PassContext",
+    "DeadCodeElimination", "DenseToMatmul", "FoldConstant", "FunctionPass", "FuseOps", "InferType", "Pass", "PassContext",
     "PassInstrument", "PassTimingInstrument", "PrintIRInstrument", "Sequential", "SimplifyInference",
 ]

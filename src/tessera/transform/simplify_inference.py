@@ -26,10 +26,11 @@ from .pass_infra import FunctionPass, PassContext
 _CONVS = set(conv_ops.CONV_BY_RANK.values())
 
 
-def _expand_batch_norm(call: Call) -> Expr:
+def _expand_batch_norm(old: Call, call: Call) -> Expr:
+    """`call` (children rewritten) as multiply-add; types come from `old`."""
     x, gamma, beta, mean, var = call.args
     attrs = call.attrs
-    ty = x.checked_type
+    ty = old.args[0].checked_type
     assert isinstance(ty, TensorType)
     axis = attrs.axis % ty.ndim
     shape = tuple(ty.shape[axis] if k == axis else 1 for k in range(ty.ndim))
@@ -100,7 +101,7 @@ def simplify_expr(func: Function, mod: IRModule | None = None) -> Function:
 
     def expand(old: Expr, new: Expr) -> Expr | None:
         if isinstance(new, Call) and new.op is norm_ops.batch_norm:
-            return _expand_batch_norm(infer_expr(new, mod))  # type: ignore[arg-type]
+            return _expand_batch_norm(old, new)  # type: ignore[arg-type]
         return None
 
     func = infer_expr(fold_expr(infer_expr(rewrite(func, expand), mod)), mod)  # type: ignore[assignment]
