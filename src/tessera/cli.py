@@ -3,6 +3,7 @@
     tessera compile MODEL.onnx -o model.so        compile for the host (graph executor)
     tessera run model.so --input image=x.npy      run a compiled model (or an .onnx directly)
     tessera ops                                   list the ONNX operators tessera imports
+    tessera targets [KIND]                        list target kinds, attributes and hooks
 """
 
 from __future__ import annotations
@@ -141,6 +142,14 @@ def cmd_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_targets(args: argparse.Namespace) -> int:
+    from .target import KINDS
+    from .target.describe import describe_all, describe_kind
+
+    print(describe_kind(KINDS.get(args.kind)) if args.kind else describe_all())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tessera",
@@ -181,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ops", help="list the ONNX operators tessera can import")
     p.set_defaults(func=cmd_ops)
+
+    p = sub.add_parser("targets", help="list target kinds with their attributes, defaults and hooks",
+                       description="Without KIND: every registered target kind and alias. With KIND: that kind.")
+    p.add_argument("kind", nargs="?", help="a target kind name, e.g. c")
+    p.set_defaults(func=cmd_targets)
     return parser
 
 

@@ -35,9 +35,30 @@ class RuntimeExecutionError(TesseraError):
     """A compiled module was given inputs it cannot run with."""
 
 
+def edit_distance(a: str, b: str) -> int:
+    """Damerau-Levenshtein distance (a swap of neighbours counts as one edit)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """A ' (did you mean X?)' suffix for a misspelt name, or ''."""
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    options = list(choices)
+    if not options:
+        return ""
+    best = min(options, key=lambda c: (edit_distance(name.lower(), c.lower()), c))
+    limit = max(1, len(name) // 3)
+    if edit_distance(name.lower(), best.lower()) <= limit:
+        return f" (did you mean {best!r}?)"
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from tessera import te
-from tessera.backend.build_module import generate_c, host_toolchain
+from tessera.codegen.c_host import build_c_module
 from tessera.codegen.c_source import CodeGenC
 from tessera.crt import INCLUDE_DIR
 from tessera.relay.module import IRModule
 from tessera.runtime.module import build_and_load
+from tessera.target import Target
 from tessera.tir import expr as E
 from tessera.tir import stmt as S
 from tessera.tir.printer import primfunc_str
@@ -50,7 +51,7 @@ def _compile_and_load(funcs: list[S.PrimFunc]):
     mod = IRModule({})
     for f in funcs:
         mod = mod.with_function(f.name, f)
-    return build_and_load(generate_c(mod, host_toolchain()))
+    return build_and_load(build_c_module(mod, Target("c")))
 
 
 def test_generated_kernel_computes_the_right_values():

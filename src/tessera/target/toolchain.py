@@ -54,6 +54,13 @@ class Toolchain:
     warning_flags: tuple[str, ...] = ("-Wall",)
     ldflags: tuple[str, ...] = ("-lm",)
     include_dirs: tuple[Path, ...] = field(default_factory=tuple)
+    runtime_sources: tuple[str, ...] = ()  # CRT files (tessera/crt/src) linked with the kernels
+    pic: bool = True  # position-independent code for shared libraries (host only)
+
+    @property
+    def is_host(self) -> bool:
+        """Can code from this toolchain run in this process?"""
+        return self.pic
 
     def check_available(self) -> None:
         if shutil.which(self.cc) is None:
@@ -63,7 +70,9 @@ class Toolchain:
         return ("-Werror",) if os.environ.get("TESSERA_WERROR") == "1" else ()
 
     def object_flags(self) -> list[str]:
-        flags = [*self.cflags, *self.warning_flags, *self._werror(), "-fPIC", "-fvisibility=hidden"]
+        flags = [*self.cflags, *self.warning_flags, *self._werror()]
+        if self.pic:
+            flags += ["-fPIC", "-fvisibility=hidden"]
         return flags + [f"-I{d}" for d in self.include_dirs]
 
     def compile_object(self, src: SourceFile, workdir: Path) -> Path:

@@ -1,0 +1,45 @@
+"""The `c` kind's default code generator: PrimFuncs -> C translation units.
+
+Kernels are spread over several translation units so gcc can compile them
+in parallel; each unit holds about KERNELS_PER_UNIT kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ..runtime.module import CSourceModule
+from ..target.toolchain import SourceFile
+from ..tir.stmt import PrimFunc
+from .c_source import CodeGenC
+
+if TYPE_CHECKING:
+    from ..relay.module import IRModule
+    from ..target.target import Target
+
+# Enough kernels to amortise gcc's start-up, few enough that cores share the work.
+KERNELS_PER_UNIT = 24
+
+
+def primfuncs(mod: "IRModule") -> list[PrimFunc]:
+    return [f for _, f in sorted(mod.items(), key=lambda kv: kv[0].name_hint) if isinstance(f, PrimFunc)]
+
+
+def build_c_module(mod: "IRModule", target: "Target", codegen_class: type[CodeGenC] = CodeGenC,
+                   prefix: str = "kernels") -> CSourceModule:
+    """Generate C for every PrimFunc of `mod` with `codegen_class`."""
+    from ..crt import source as crt_source
+
+    toolchain = target.kind.get_attr("toolchain")(target)
+    kernels = primfuncs(mod)
+    units = max(1, math.ceil(len(kernels) / KERNELS_PER_UNIT))
+    sources, names = [], []
+    for u in range(units):
+        gen = codegen_class()
+        for f in kernels[u::units]:
+            gen.add_function(f)
+        sources.append(SourceFile(f"{prefix}_{u}.c", gen.source()))
+        names += gen.function_names
+    runtime = [crt_source(name) for name in toolchain.runtime_sources]
+    return CSourceModule(sources, names, toolchain, extra_sources=runtime)

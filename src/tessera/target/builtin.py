@@ -1,0 +1,135 @@
+"""The built-in target kinds: `c` (host or Cortex-M C) and `composite`.
+
+The `c` kind picks its toolchain from its attributes: no `-mcpu`, or a
+host CPU name, means gcc for this machine (`-O3 -march=native`); a
+`cortex-m*` CPU means arm-none-eabi-gcc with that core's Thumb and
+floating-point flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..crt import INCLUDE_DIR
+from .errors import TargetError
+from .kind import OptionType, TargetKind
+from .target import Target
+from .toolchain import Toolchain
+
+
+@dataclass(frozen=True)
+class CortexM:
+    """What gcc needs to know about a Cortex-M core."""
+
+    fpu: str | None  # -mfpu for hard float, None when the core has no FPU
+    dsp: bool = False
+
+
+CORTEX_M: dict[str, CortexM] = {
+    "cortex-m0": CortexM(None),
+    "cortex-m0plus": CortexM(None),
+    "cortex-m3": CortexM(None),
+    "cortex-m4": CortexM("fpv4-sp-d16", dsp=True),
+    "cortex-m7": CortexM("fpv5-d16", dsp=True),
+    "cortex-m33": CortexM("fpv5-sp-d16", dsp=True),
+    "cortex-m55": CortexM("auto", dsp=True),
+}
+
+HOST_CFLAGS = ("-O3", "-std=gnu11")
+
+
+def is_micro(target: Target) -> bool:
+    return str(target.get("mcpu", "")).startswith("cortex-m")
+
+
+def _float_abi(target: Target, core: CortexM) -> str:
+    abi = target.get("mfloat-abi")
+    if abi is None:
+        return "hard" if core.fpu else "soft"
+    if abi != "soft" and core.fpu is None:
+        raise TargetError(
+            f"target {target}: {target['mcpu']} has no FPU, so -mfloat-abi={abi} is impossible; valid: soft"
+        )
+    return abi
+
+
+def validate_c(target: Target) -> None:
+    """Reject impossible CPU/float combinations when the target is built."""
+    mcpu = target.get("mcpu")
+    if mcpu is not None and mcpu.startswith("cortex-m"):
+        core = CORTEX_M.get(mcpu)
+        if core is None:
+            raise TargetError(f"target {target}: unknown Cortex-M core {mcpu!r}; known: {', '.join(CORTEX_M)}")
+        _float_abi(target, core)
+
+
+def c_toolchain(target: Target) -> Toolchain:
+    """gcc for the host, or arm-none-eabi-gcc for a Cortex-M `-mcpu`."""
+    mcpu = target.get("mcpu")
+    extra = tuple(f"-m{attr}" if not attr.startswith("-") else attr for attr in target.get("mattr", ()))
+    if mcpu is not None and mcpu.startswith("cortex-m"):
+        core = CORTEX_M.get(mcpu)
+        if core is None:
+            raise TargetError(
+                f"target {target}: unknown Cortex-M core {mcpu!r}; known: {', '.join(CORTEX_M)}"
+            )
+        abi = _float_abi(target, core)
+        flags = [f"-mcpu={mcpu}", "-mthumb", f"-mfloat-abi={abi}"]
+        fpu = target.get("mfpu") or core.fpu
+        if abi != "soft" and fpu:
+            flags.append(f"-mfpu={fpu}")
+        return Toolchain(
+            cc=target.get("cc", "arm-none-eabi-gcc"),
+            cflags=("-O2", "-std=gnu11", *flags, *extra, "-ffunction-sections", "-fdata-sections"),
+            warning_flags=("-Wall",),
+            ldflags=("-lm",),
+            include_dirs=(INCLUDE_DIR,),
+            runtime_sources=(),
+            pic=False,
+        )
+    march = target.get("march") or ("native" if mcpu in (None, "native") else None)
+    arch = (f"-march={march}",) if march else (f"-mcpu={mcpu}",)
+    return Toolchain(
+        cc=target.get("cc", "gcc"),
+        cflags=(*HOST_CFLAGS, *arch, *extra),
+        include_dirs=(INCLUDE_DIR,),
+        runtime_sources=("workspace_heap.c",),
+    )
+
+
+def _c_codegen(mod, target: Target):
+    from ..codegen.c_host import build_c_module
+
+    return build_c_module(mod, target)
+
+
+C_KIND = (
+    TargetKind.register("c", device="cpu", doc="C source compiled by gcc: the host CPU or a Cortex-M core")
+    .add_attr_option("mcpu", OptionType.STR, doc="CPU to compile for, e.g. cortex-m7 (default: the host)")
+    .add_attr_option("march", OptionType.STR, doc="gcc -march for host builds (default native)")
+    .add_attr_option("mattr", OptionType.STR_LIST, default=(), doc="extra -m features, e.g. avx2,fma")
+    .add_attr_option("mfloat-abi", OptionType.STR, choices=("soft", "softfp", "hard"),
+                     doc="Arm float ABI (default: hard when the core has an FPU)")
+    .add_attr_option("mfpu", OptionType.STR, doc="Arm FPU (default: the core's)")
+    .add_attr_option("cc", OptionType.STR, doc="C compiler executable to use instead of the default")
+    .add_attr_option("accelerators", OptionType.TARGET_LIST, doc="accelerator targets, partitioned in order")
+    .set_default_keys("cpu")
+    .set_attr("validate", validate_c)
+    .set_attr("toolchain", c_toolchain)
+    .set_attr("codegen", _c_codegen)
+)
+
+def validate_composite(target: Target) -> None:
+    host = target.get("host")
+    if host is None:
+        raise TargetError("a composite target needs a host, e.g. 'composite -host=c -accelerators=...'")
+    if host.kind.accelerator or host.kind.name == "composite":
+        raise TargetError(f"composite host must be a host target such as 'c', got {host.kind.name!r}")
+
+
+COMPOSITE_KIND = (
+    TargetKind.register("composite", device="cpu", doc="a host target plus an ordered list of accelerators")
+    .add_attr_option("host", OptionType.TARGET, default=None, doc="the target that runs the graph")
+    .add_attr_option("accelerators", OptionType.TARGET_LIST, default=(), doc="accelerators, in partition order")
+    .set_attr("validate", validate_composite)
+)

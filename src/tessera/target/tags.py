@@ -1,0 +1,52 @@
+"""Tags (aliases): a name that stands for a whole target description.
+
+    register_tag("blas", {"kind": "c", "accelerators": [{"kind": "blas"}]})
+    Target("blas")   # the host C target with the blas accelerator
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import format_choices
+from .errors import TargetError
+
+
+class TagRegistry:
+    def __init__(self) -> None:
+        self._specs: dict[str, Any] = {}
+        self._docs: dict[str, str] = {}
+
+    def register(self, name: str, spec: Mapping[str, Any] | str, doc: str = "") -> None:
+        if name in self._specs:
+            raise TargetError(f"target alias {name!r} is already registered")
+        self._specs[name] = spec
+        self._docs[name] = doc
+
+    def get(self, name: str):
+        from .target import Target
+
+        if name not in self._specs:
+            raise TargetError(f"unknown target alias {name!r}; aliases: {format_choices(self._specs)}")
+        return Target(self._specs[name])
+
+    def remove(self, name: str) -> None:
+        self._specs.pop(name)
+        self._docs.pop(name, None)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._specs
+
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def doc(self, name: str) -> str:
+        return self._docs.get(name, "")
+
+
+TAGS = TagRegistry()
+
+
+def register_tag(name: str, spec: Mapping[str, Any] | str, doc: str = "") -> None:
+    TAGS.register(name, spec, doc)
