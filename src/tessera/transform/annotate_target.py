@@ -1,0 +1,117 @@
+"""AnnotateTarget: mark the calls each accelerator will run.
+
+A call is offered to the accelerators in order; the first that supports it
+(a composite from its pattern table, or an operator its kind lists as
+supported) gets it: the call's inputs are wrapped in `compiler_begin` and
+its result in `compiler_end`. A call pinned with `on_target(x, name)` goes
+to that target (or stays on the host for "host"), overriding the choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import TesseraError, format_choices
+from ..op.annotation import HOST, compiler_begin, compiler_end, on_target_op
+from ..op.registry import Op
+from ..relay.expr import Call, Expr, Function
+from ..relay.module import IRModule
+from ..relay.visitor import rewrite
+from ..target.target import Target
+from .infer_type import infer_expr
+from .pass_infra import FunctionPass, PassContext
+
+SUPPORTED_OPS = "supported_ops"  # kind attr: names of ops the accelerator takes one at a time
+PATTERN_TABLE = "pattern_table"  # kind attr: list of PatternEntry (names "<kind>.<pattern>")
+
+
+def supports(target: Target, call: Call) -> bool:
+    """Does `target` take this call (a composite of its table, or a listed op)?"""
+    if isinstance(call.op, Function) and call.op.attrs.composite:
+        names = {e.name if hasattr(e, "name") else e[0] for e in target.kind.get_attr(PATTERN_TABLE, ())}
+        return call.op.attrs.composite in names
+    if isinstance(call.op, Op):
+        check = target.kind.get_attr(SUPPORTED_OPS, {})
+        rule = check.get(call.op.name) if isinstance(check, dict) else None
+        return bool(rule(call)) if callable(rule) else bool(rule)
+    return False
+
+
+def _pinned(call: Call) -> str | None:
+    return call.attrs.target if isinstance(call.op, Op) and call.op is on_target_op else None  # type: ignore[union-attr]
+
+
+class AnnotateTarget(FunctionPass):
+    name = "AnnotateTarget"
+    opt_level = 0
+
+    def __init__(self, targets: Sequence[Target]) -> None:
+        self.targets = list(targets)
+
+    def choose(self, call: Call, pin: str | None) -> Target | None:
+        names = [t.kind.name for t in self.targets]
+        if pin is not None:
+            if pin == HOST or pin not in names:
+                return None  # pinned elsewhere: another partitioning round, or the host
+            target = self.targets[names.index(pin)]
+            if not supports(target, call):
+                op = call.op.attrs.composite if isinstance(call.op, Function) else getattr(call.op, "name", "?")
+                raise TesseraError(
+                    f"a call of {op} is pinned to target {pin!r}, which does not support it"
+                )
+            return target
+        return next((t for t in self.targets if supports(t, call)), None)
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        if func.attrs.compiler or func.attrs.primitive:
+            return func
+        names = {t.kind.name for t in self.targets}
+        # pins by the id of the call they wrap (as it is before rewriting)
+        pins = {id(c.args[0]): c.attrs.target for c in _pin_calls(func)}
+
+        def visit(old: Expr, new: Expr) -> Expr | None:
+            if isinstance(new, Call) and new.op is on_target_op:
+                # consumed by the round that owns the target; host pins stay for later rounds
+                return new.args[0] if new.attrs.target in names else None  # type: ignore[union-attr]
+            if not isinstance(new, Call) or new.op in (compiler_begin, compiler_end):
+                return None
+            if not (isinstance(new.op, Op) or (isinstance(new.op, Function) and new.op.attrs.composite)):
+                return None
+            target = self.choose(new, pins.get(id(old)))
+            if target is None:
+                return None
+            name = target.kind.name
+            args = tuple(compiler_begin(a, compiler=name) for a in new.args)
+            return compiler_end(Call(new.op, args, new.attrs), compiler=name)
+
+        return infer_expr(rewrite(func, visit, into_functions=False), mod)  # type: ignore[return-value]
+
+
+def _pin_calls(func: Function) -> list[Call]:
+    from ..relay.visitor import post_order
+
+    return [n for n in post_order(func, into_functions=False) if isinstance(n, Call) and n.op is on_target_op]
+
+
+def check_pins(func: Function, valid: Sequence[str]) -> None:
+    """Every pin must name a target of this build (or "host")."""
+    for call in _pin_calls(func):
+        if call.attrs.target not in valid:
+            raise TesseraError(
+                f"on_target pins a call to {call.attrs.target!r}, which is not a target of this build; "
+                f"valid: {format_choices(valid)}"
+            )
+
+
+class RemovePins(FunctionPass):
+    """Drop the on_target annotations left once every accelerator has partitioned."""
+
+    name = "RemovePins"
+    opt_level = 0
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        if not _pin_calls(func):
+            return func
+        strip = rewrite(func, lambda old, new: new.args[0] if isinstance(new, Call) and new.op is on_target_op
+                        else None, into_functions=False)
+        return infer_expr(strip, mod)  # type: ignore[return-value]

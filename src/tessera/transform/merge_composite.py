@@ -1,0 +1,132 @@
+"""MergeComposite: wrap each match of a pattern table in a composite function.
+
+    table = [("blas.dense", dense_pattern, None), ("blas.conv2d", conv_pattern, check_conv)]
+    mod = MergeComposite(table)(mod)
+
+A match becomes `Call(Function(params, body, composite=name), inputs)`:
+what wildcards matched becomes parameters; constants the pattern matched
+with `is_constant()` stay inside, so the target sees its weights. A match is
+taken only if no intermediate value is also used outside it (otherwise the
+value would have to exist twice). Earlier table entries win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..relay.dataflow_pattern import (
+    CallPattern, ConstantPattern, ExprPattern, Match, Pattern, TupleGetItemPattern, TuplePattern, VarPattern,
+    WildcardPattern,
+)
+from ..relay.expr import Call, Constant, Expr, FuncAttrs, Function, Tuple, TupleGetItem, Var, children
+from ..relay.module import IRModule
+from ..relay.visitor import post_order, rebuild
+from .infer_type import infer_expr
+from .pass_infra import FunctionPass, PassContext
+
+Check = Callable[[Expr], bool]
+
+
+@dataclass(frozen=True)
+class PatternEntry:
+    name: str
+    pattern: Pattern
+    check: Check | None = None
+
+
+def as_entries(table: Sequence[PatternEntry | tuple]) -> list[PatternEntry]:
+    return [e if isinstance(e, PatternEntry) else PatternEntry(*e) for e in table]
+
+
+_STRUCTURE = (CallPattern, TuplePattern, TupleGetItemPattern)
+_INPUT = (WildcardPattern, VarPattern, ExprPattern)
+
+
+def _split(match: Match) -> tuple[list[Expr], list[Expr]]:
+    """(nodes inside the match, input nodes) in first-seen order."""
+    inside, inputs = [], []
+    for pattern, expr in match.matched():
+        if isinstance(pattern, _STRUCTURE) and isinstance(expr, (Call, Tuple, TupleGetItem)):
+            inside.append(expr)
+        elif isinstance(pattern, _INPUT) or (isinstance(pattern, ConstantPattern) and not isinstance(expr, Constant)):
+            inputs.append(expr)
+    inside_ids = {id(e) for e in inside}
+    inputs = [e for e in dict.fromkeys(inputs) if id(e) not in inside_ids]
+    return inside, inputs
+
+
+def _outline(root: Expr, inside: list[Expr], inputs: list[Expr], name: str, rebuilt: dict[int, Expr]) -> Call:
+    params = [Var(f"{name.split('.')[-1]}_in{k}", e.checked_type) for k, e in enumerate(inputs)]
+    local: dict[int, Expr] = {id(e): p for e, p in zip(inputs, params)}
+    inside_ids = {id(e) for e in inside}
+    for node in post_order(root, into_functions=False, is_leaf=lambda n: id(n) not in inside_ids):
+        if id(node) in local:
+            continue
+        if id(node) not in inside_ids:
+            local[id(node)] = node  # a constant kept inside
+            continue
+        kids = tuple(local[id(k)] for k in children(node) if not (isinstance(node, Call) and k is node.op))
+        if isinstance(node, Call):
+            local[id(node)] = Call(node.op, kids, node.attrs)
+        elif isinstance(node, Tuple):
+            local[id(node)] = Tuple(kids)
+        else:
+            local[id(node)] = TupleGetItem(kids[0], node.index)  # type: ignore[union-attr]
+    func = Function(tuple(params), local[id(root)], attrs=FuncAttrs(composite=name))
+    return Call(func, tuple(rebuilt[id(e)] for e in inputs))
+
+
+def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | None = None) -> Function:
+    func = infer_expr(func, mod)  # type: ignore[assignment]
+    nodes = post_order(func.body, into_functions=False)
+    uses: dict[int, int] = {id(func.body): 1}
+    for n in nodes:
+        for c in children(n):
+            uses[id(c)] = uses.get(id(c), 0) + 1
+    claimed: set[int] = set()
+    replacements: dict[int, tuple[list[Expr], list[Expr], str]] = {}
+    for entry in table:
+        for node in reversed(nodes):  # outputs first, so the largest match wins
+            if id(node) in claimed or not isinstance(node, Call):
+                continue
+            match = entry.pattern.match(node)
+            if match is None or (entry.check is not None and not entry.check(node)):
+                continue
+            inside, inputs = _split(match)
+            if any(id(e) in claimed for e in inside):
+                continue
+            consumers_ok = all(
+                e is node or uses.get(id(e), 0) == sum(
+                    1 for m in inside for c in children(m) if c is e)
+                for e in inside
+            )
+            if not consumers_ok:
+                continue
+            claimed |= {id(e) for e in inside}
+            replacements[id(node)] = (inside, inputs, entry.name)
+    if not replacements:
+        return func
+    rebuilt: dict[int, Expr] = {}
+    for node in nodes:
+        if id(node) in replacements:
+            inside, inputs, name = replacements[id(node)]
+            rebuilt[id(node)] = _outline(node, inside, inputs, name, rebuilt)
+            continue
+        kids = children(node)
+        rebuilt[id(node)] = rebuild(node, tuple(rebuilt.get(id(k), k) for k in kids)) if kids else node
+    new = Function(func.params, rebuilt[id(func.body)], func.ret_type, func.attrs)
+    return infer_expr(new, mod)  # type: ignore[return-value]
+
+
+class MergeComposite(FunctionPass):
+    name = "MergeComposite"
+    opt_level = 0
+
+    def __init__(self, table: Sequence[PatternEntry | tuple]) -> None:
+        self.table = as_entries(table)
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        if func.attrs.compiler or func.attrs.primitive:
+            return func
+        return merge_composite(func, self.table, mod)

@@ -1,0 +1,29 @@
+"""The partition pipeline for one accelerator, as `tessera.build` runs it.
+
+    MergeComposite(kind's pattern table) -> AnnotateTarget([target])
+        -> MergeCompilerRegions -> PartitionGraph
+
+`build()` calls this for each accelerator of a composite target, in order:
+what the first accelerator takes, later ones never see.
+"""
+
+from __future__ import annotations
+
+from ..relay.module import IRModule
+from ..target.target import Target
+from .annotate_target import PATTERN_TABLE, AnnotateTarget
+from .compiler_regions import MergeCompilerRegions, PartitionGraph
+from .merge_composite import MergeComposite
+from .pass_infra import PassContext, Sequential
+
+
+def partition_for(mod: IRModule, target: Target, ctx: PassContext | None = None,
+                  prefix: str = "tsgen_") -> IRModule:
+    ctx = ctx or PassContext.current()
+    passes = []
+    table = target.kind.get_attr(PATTERN_TABLE)
+    if table:
+        passes.append(MergeComposite(table))
+    passes += [AnnotateTarget([target]), MergeCompilerRegions(),
+               PartitionGraph({target.kind.name: target}, prefix)]
+    return Sequential(passes, name=f"partition_for_{target.kind.name}")(mod, ctx)
