@@ -19,9 +19,12 @@ from ..transform.fuse_ops import FuseOps
 from ..transform.infer_type import InferType
 from ..transform.pass_infra import PassContext, Sequential
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
+from ..op.annotation import HOST
+from ..transform.annotate_target import RemovePins, check_pins
+from ..transform.partition import partition_for
 from .graph_codegen import _GraphBuilder
 from .lower_te import LowerTE
-from .target_hooks import run_relay_to_tir, split_by_target, tir_to_runtime
+from .target_hooks import run_relay_to_runtime, run_relay_to_tir, split_by_target, tir_to_runtime
 from .library import GraphExecutorLibrary
 
 Progress = Callable[[str], None]
@@ -47,7 +50,7 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
 def optimize(mod: IRModule, ctx: PassContext) -> IRModule:
     seq = Sequential(
         [InferType(), DeadCodeElimination(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
-         FoldConstant(), FuseOps()],
+         FoldConstant()],
         name="optimize",
     )
     return seq(mod, ctx)
@@ -57,6 +60,16 @@ def as_target(target: TargetLike | None) -> Target:
     if target is None:
         return Target("c")
     return target if isinstance(target, Target) else Target(target)
+
+
+def partition(mod: IRModule, target: Target, ctx: PassContext, say: Progress) -> IRModule:
+    """Run the partition pipeline for each accelerator, in the target's order."""
+    accelerators = target.accelerators
+    check_pins(mod.main, [HOST, *(a.kind.name for a in accelerators)])
+    for accel in accelerators:
+        say(f"partitioning for {accel.kind.name}")
+        mod = partition_for(mod, accel, ctx)
+    return RemovePins()(mod, ctx)
 
 
 def build(
@@ -69,9 +82,10 @@ def build(
     """Compile a Relay module for the graph executor.
 
     `target` is a Target, a target string ("c", "c -march=skylake") or an
-    alias; the build reads its toolchain, code generator and hooks from it.
-    `params` are bound as constants before optimisation (so weights fold);
-    they come back as the library's parameters.
+    alias ("blas"); the build reads its toolchain, code generators, hooks and
+    accelerators (partitioned in order) from it. `params` are bound as
+    constants before optimisation (so weights fold); they come back as the
+    library's parameters.
     """
     say = progress or (lambda msg: None)
     ctx = ctx or PassContext.current()
@@ -83,9 +97,6 @@ def build(
             f"target {host} builds code for another machine; the graph executor runs in this process. "
             "Use the AOT executor for microcontroller targets."
         )
-    if target.accelerators:
-        names = ", ".join(a.kind.name for a in target.accelerators)
-        raise TesseraError(f"target {target}: partitioning for accelerators ({names}) is not implemented yet")
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
     t0 = time.perf_counter()
@@ -93,14 +104,20 @@ def build(
         mod = mod.with_function("main", bind_params(mod.main, params))
     say("optimising graph")
     mod = optimize(mod, ctx)
-    mod = run_relay_to_tir(mod, [host, *target.accelerators], ctx)
+    mod = partition(mod, target, ctx, say)
+    mod = FuseOps()(mod, ctx)
+    targets = [*target.accelerators, host]
+    mod = run_relay_to_tir(mod, targets, ctx)
+    externals, owned_constants = run_relay_to_runtime(mod, target.accelerators)
     say("lowering kernels to loops")
     mod = LowerTE()(mod, ctx)
     say("generating C")
     plan = _GraphBuilder(mod).build()
     modules = [tir_to_runtime(sub, t) for t, sub in split_by_target(mod, host).items()]
-    csrc = modules[0] if modules else tir_to_runtime(IRModule({}), host)
-    csrc.imports.extend(modules[1:])
+    host_module = next((m for m, t in zip(modules, split_by_target(mod, host)) if t == host), None)
+    if host_module is None:
+        host_module = tir_to_runtime(IRModule({}), host)
+    host_module.imports.extend(m for m in modules if m is not host_module)
     python_seconds = time.perf_counter() - t0
-    say(f"compiling {len(csrc.sources)} C translation units")
-    return GraphExecutorLibrary.compile(plan, csrc, mod, python_seconds)
+    say(f"compiling {len(host_module.units())} C translation units")
+    return GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, externals, owned_constants)

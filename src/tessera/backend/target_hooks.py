@@ -13,7 +13,9 @@ from ..errors import TesseraError
 from ..relay.module import IRModule
 from ..runtime.module import CSourceModule
 from ..target.errors import TargetError
-from ..target.hooks import RELAY_TO_TIR, TIR_TO_RUNTIME
+from ..relay.expr import Function
+from ..runtime.external import ExternalModule
+from ..target.hooks import RELAY_TO_RUNTIME, RELAY_TO_TIR, TIR_TO_RUNTIME, UPDATE_CONSTANTS
 from ..target.target import Target
 from ..tir.stmt import PrimFunc
 from ..transform.pass_infra import PassContext
@@ -49,6 +51,43 @@ def run_relay_to_tir(mod: IRModule, targets: Iterable[Target], ctx: PassContext)
         seen.add(target.kind.name)
         mod = call_hook(target, RELAY_TO_TIR, lambda m: hook(m, ctx), (mod,), IRModule, "an IRModule")
     return mod
+
+
+def run_relay_to_runtime(mod: IRModule, targets: Iterable[Target]) -> tuple[list[ExternalModule], dict[str, dict]]:
+    """Compile every partition whose kind has RelayToRuntime into its own module.
+
+    Returns the modules and, per global symbol, the constants each owns
+    (from UpdateConstants), so they are exported with it exactly once.
+    """
+    by_kind = {t.kind.name: t for t in targets}
+    modules: list[ExternalModule] = []
+    constants: dict[str, dict] = {}
+    for gv, func in mod.items():
+        if not (isinstance(func, Function) and func.attrs.compiler):
+            continue
+        target = by_kind.get(func.attrs.compiler)
+        if target is None:
+            raise TargetError(f"partition @{gv.name_hint} is for {func.attrs.compiler!r}, which is not a target of this build")
+        codegen = target.get_hook(RELAY_TO_RUNTIME)
+        if codegen is None:
+            raise TargetError(
+                f"partition @{gv.name_hint} for target kind {target.kind.name!r} was not lowered: the kind "
+                f"registers neither {RELAY_TO_TIR} (or it left the function alone) nor {RELAY_TO_RUNTIME}"
+            )
+        module = call_hook(target, RELAY_TO_RUNTIME, codegen, (func,), ExternalModule, "an ExternalModule")
+        symbol = func.attrs.global_symbol or gv.name_hint
+        if symbol not in module.function_names():
+            raise TargetError(
+                f"target kind {target.kind.name!r}, hook {RELAY_TO_RUNTIME} returned a module without "
+                f"function {symbol!r} (it has {module.function_names()})"
+            )
+        updater = target.get_hook(UPDATE_CONSTANTS)
+        if updater is not None:
+            owned = call_hook(target, UPDATE_CONSTANTS, updater, (func, symbol), dict, "a dict of arrays")
+            constants[symbol] = owned
+            module.bind_constants(owned)
+        modules.append(module)
+    return modules, constants
 
 
 def primfunc_target(func: PrimFunc, default: Target) -> Target:

@@ -231,8 +231,8 @@ class _FunctionWriter:
 
     # ----------------------------------------------------------- expressions
     def lvalue(self, buf: Buffer, indices: Iterable[E.PrimExpr]) -> str:
-        name = self.ns.name_of(buf, buf.name)
-        if id(buf) in self.scalars:
+        name = self.ns.name_of(buf.root, buf.root.name)
+        if id(buf.root) in self.scalars:
             return name
         return f"{name}[{self.expr(self.flat_index(buf, tuple(indices)))}]"
 
@@ -265,13 +265,20 @@ class _FunctionWriter:
     def _load(self, e: E.BufferLoad) -> str:
         return self.lvalue(e.buffer, e.indices)
 
+    def _buffer_ptr(self, e: E.BufferPtr) -> str:
+        name = self.ns.name_of(e.buffer.root, e.buffer.root.name)
+        if E.is_const(e.offset, 0):
+            return name
+        return f"({name} + {self.expr(e.offset)})"
+
     def _cast(self, e: E.Cast) -> str:
         if e.dtype == "bool":
             return f"(({self.expr(e.value)}) != 0)"
         return f"(({dt.c_type(e.dtype)})({self.expr(e.value)}))"
 
     def _select(self, e: E.Select) -> str:
-        return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+        helper = self.gen.declare_helper("select", e.dtype)
+        return f"{helper}({self.expr(e.cond)}, {self.expr(e.true_value)}, {self.expr(e.false_value)})"
 
     def _unary(self, e: E.UnaryOp) -> str:
         return f"({e.op.value}{self.expr(e.a)})"
@@ -355,4 +362,5 @@ _EXPR_HANDLERS: dict[type, Callable[[_FunctionWriter, E.PrimExpr], str]] = {
     E.UnaryOp: _FunctionWriter._unary,
     E.BinaryOp: _FunctionWriter._binary,
     E.Call: _FunctionWriter._call,
+    E.BufferPtr: _FunctionWriter._buffer_ptr,
 }

@@ -7,13 +7,13 @@ pointers are computed up front, so `run()` is a loop of C calls.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import RuntimeExecutionError, did_you_mean
-from .module import SharedLibrary
 
 ALIGNMENT = 64
 
@@ -24,13 +24,26 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[offset:offset + nbytes]
 
 
+def _bind_call(fn: object, ins: list[np.ndarray], outs: list[np.ndarray]) -> Callable[[], int]:
+    """A no-argument call of `fn` on fixed storage (pointers computed once)."""
+    if isinstance(fn, ctypes._CFuncPtr):
+        args = tuple(a.ctypes.data for a in ins + outs)
+        fn.argtypes = [ctypes.c_void_p] * len(args)
+        return functools.partial(fn, *args)
+
+    def external() -> int:
+        fn(ins, outs)  # type: ignore[operator]
+        return 0
+
+    return external
+
+
 class GraphModule:
     """Executes a built library: `set_input`, `run`, `get_output`."""
 
     def __init__(self, lib: "object") -> None:
         # `lib` is what tessera.build returns (or load_module loads)
         self._graph = json.loads(lib.graph_json)
-        self._so: SharedLibrary = lib.shared_library
         nodes = self._graph["nodes"]
         entries = self._graph["entries"]
         row_ptr = self._graph["node_row_ptr"]
@@ -64,15 +77,13 @@ class GraphModule:
                     self._input_index[node["name"]] = len(self._input_entries)
                     self._input_entries.append(k)
                 self._entries.append(arr)
-        self._calls: list[tuple[str, ctypes._CFuncPtr, tuple[int, ...]]] = []
+        self._calls: list[tuple[str, Callable[[], int]]] = []
         for nid, node in enumerate(nodes):
             if node["op"] != "kernel":
                 continue
-            fn = self._so.kernel(node["func"])
-            args = [self._entries[row_ptr[i] + j] for i, j in node["inputs"]]
-            args += [self._entries[k] for k in range(row_ptr[nid], row_ptr[nid + 1])]
-            fn.argtypes = [ctypes.c_void_p] * len(args)
-            self._calls.append((node["func"], fn, tuple(a.ctypes.data for a in args)))
+            ins = [self._entries[row_ptr[i] + j] for i, j in node["inputs"]]
+            outs = [self._entries[k] for k in range(row_ptr[nid], row_ptr[nid + 1])]
+            self._calls.append((node["func"], _bind_call(lib.find_function(node["func"]), ins, outs)))
         self._outputs = [row_ptr[n] + i for n, i in self._graph["outputs"]]
 
     # ------------------------------------------------------------------ API
@@ -119,8 +130,8 @@ class GraphModule:
     def run(self, **inputs: np.ndarray) -> None:
         if inputs:
             self.set_input(**inputs)
-        for name, fn, args in self._calls:
-            status = fn(*args)
+        for name, call in self._calls:
+            status = call()
             if status != 0:
                 raise RuntimeExecutionError(f"kernel {name} failed with status {status}")
 

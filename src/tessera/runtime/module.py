@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import RuntimeExecutionError
-from ..target.toolchain import SourceFile, Toolchain
+from ..target.toolchain import SourceFile, Toolchain, link_shared_library
 
 
 @dataclass
@@ -24,16 +24,20 @@ class CSourceModule:
     extra_sources: list[Path] = field(default_factory=list)  # e.g. CRT sources
     imports: list["CSourceModule"] = field(default_factory=list)
 
-    def all_sources(self) -> list[SourceFile]:
-        files = list(self.sources)
-        for path in self.extra_sources:
-            files.append(SourceFile(path.name, path.read_text()))
+    def units(self) -> list[tuple[Toolchain, SourceFile]]:
+        """Every translation unit of this module and its imports, with its toolchain."""
+        files = [(self.toolchain, s) for s in self.sources]
+        files += [(self.toolchain, SourceFile(p.name, p.read_text())) for p in self.extra_sources]
         for imp in self.imports:
-            files.extend(imp.all_sources())
-        return files
+            files += imp.units()
+        unique: dict[tuple[str, str], tuple[Toolchain, SourceFile]] = {}
+        for tc, f in files:
+            unique.setdefault((f.name, f.text), (tc, f))  # shared CRT files link once
+        return list(unique.values())
 
     def build(self, output: Path, extra: Sequence[SourceFile] = ()) -> Path:
-        return self.toolchain.build_shared_library([*self.all_sources(), *extra], output)
+        units = self.units() + [(self.toolchain, s) for s in extra]
+        return link_shared_library(units, output, self.toolchain)
 
 
 class SharedLibrary:

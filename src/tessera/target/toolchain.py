@@ -83,9 +83,10 @@ class Toolchain:
         cached = cache_dir() / f"{key}.o"
         if src.cacheable and cached.exists():
             return cached
-        c_path = workdir / src.name
+        # units of different modules may share a file name: keep them apart
+        c_path = workdir / f"{key[:8]}_{src.name}"
         c_path.write_text(src.text)
-        obj = workdir / (Path(src.name).stem + ".o")
+        obj = c_path.with_suffix(".o")
         cmd = [self.cc, *flags, "-c", str(c_path), "-o", str(obj)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -106,18 +107,33 @@ class Toolchain:
         self, sources: Sequence[SourceFile], output: Path, jobs: int | None = None
     ) -> Path:
         """Compile `sources` (in parallel) and link them into `output`."""
-        self.check_available()
-        output = Path(output)
-        with tempfile.TemporaryDirectory(prefix="tessera-build-") as tmp:
-            workdir = Path(tmp)
-            workers = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                objects = list(pool.map(lambda s: self.compile_object(s, workdir), sources))
-            linked = workdir / "link.so"
-            cmd = [self.cc, "-shared", "-o", str(linked), *map(str, objects), *self.ldflags]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise CompileError(f"linking {output.name} failed:\n{proc.stderr.strip()}")
-            output.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(linked, output)
-        return output
+        return link_shared_library([(self, s) for s in sources], output, self, jobs)
+
+
+def link_shared_library(units: Sequence[tuple[Toolchain, SourceFile]], output: Path, linker: Toolchain,
+                        jobs: int | None = None, extra_ldflags: Sequence[str] = ()) -> Path:
+    """Compile each unit with its own toolchain (in parallel), link with `linker`.
+
+    The link takes every toolchain's ldflags, so a library target's `-l`
+    flags reach the final shared object.
+    """
+    for tc in {id(tc): tc for tc, _ in units}.values():
+        tc.check_available()
+    output = Path(output)
+    ldflags: list[str] = []
+    for tc, _ in units:
+        ldflags += [f for f in tc.ldflags if f not in ldflags]
+    ldflags += [f for f in extra_ldflags if f not in ldflags]
+    with tempfile.TemporaryDirectory(prefix="tessera-build-") as tmp:
+        workdir = Path(tmp)
+        workers = max(1, min(jobs or os.cpu_count() or 1, len(units)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            objects = list(pool.map(lambda u: u[0].compile_object(u[1], workdir), units))
+        linked = workdir / "link.so"
+        cmd = [linker.cc, "-shared", "-o", str(linked), *map(str, objects), *ldflags]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(f"linking {output.name} failed:\n{proc.stderr.strip()}\ncommand: {' '.join(cmd)}")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(linked, output)
+    return output

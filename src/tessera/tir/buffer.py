@@ -22,6 +22,21 @@ class Buffer:
     shape: tuple[int, ...]
     dtype: str
     scope: Scope = Scope.GLOBAL
+    base: "Buffer | None" = None  # set on views: the buffer whose memory this one reads
+
+    @property
+    def root(self) -> "Buffer":
+        """The buffer that owns the memory (itself unless this is a view)."""
+        return self if self.base is None else self.base.root
+
+    def view(self, shape: tuple[int, ...]) -> "Buffer":
+        """The same memory under another (equally sized) shape."""
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot view {self.name} {self.shape} as {shape}")
+        return Buffer(self.name, tuple(shape), self.dtype, self.scope, self)
+
+    def flat(self) -> "Buffer":
+        return self if len(self.shape) == 1 else self.view((self.size,))
 
     @property
     def size(self) -> int:

@@ -165,6 +165,15 @@ class BufferLoad(PrimExpr):
     dtype: str
 
 
+@dataclass(frozen=True, slots=True)
+class BufferPtr(PrimExpr):
+    """The address of element `offset` (flat) of a buffer, for extern calls."""
+
+    buffer: "Buffer"
+    offset: PrimExpr
+    dtype: str = "handle"
+
+
 class Intrinsic(enum.Enum):
     """Math functions every code generator must provide."""
 
@@ -441,4 +450,6 @@ def children(e: PrimExpr) -> tuple[PrimExpr, ...]:
         return e.indices
     if isinstance(e, Call):
         return e.args
+    if isinstance(e, BufferPtr):
+        return (e.offset,)
     return ()

@@ -34,6 +34,8 @@ def rebuild(e: E.PrimExpr, kids: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
         return E.ProducerLoad(e.producer, kids, e.dtype)
     if isinstance(e, E.Call):
         return E.Call(e.func, kids, e.dtype)
+    if isinstance(e, E.BufferPtr):
+        return E.BufferPtr(e.buffer, kids[0])
     raise TypeError(f"cannot rebuild {type(e).__name__}")
 
 

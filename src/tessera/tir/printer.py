@@ -26,6 +26,8 @@ def expr_str(e: E.PrimExpr) -> str:
         return f"{e.dtype}({expr_str(e.value)})"
     if isinstance(e, E.BufferLoad):
         return f"{e.buffer.name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if isinstance(e, E.BufferPtr):
+        return f"&{e.buffer.name}[{expr_str(e.offset)}]"
     if isinstance(e, E.ProducerLoad):
         name = getattr(e.producer, "name", "?")
         return f"{name}[{', '.join(expr_str(i) for i in e.indices)}]"

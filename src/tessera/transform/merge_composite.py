@@ -25,7 +25,7 @@ from ..relay.visitor import post_order, rebuild
 from .infer_type import infer_expr
 from .pass_infra import FunctionPass, PassContext
 
-Check = Callable[[Expr], bool]
+Check = Callable[[Expr], bool]  # receives the composite's body: just the matched calls
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ def _split(match: Match) -> tuple[list[Expr], list[Expr]]:
     return inside, inputs
 
 
-def _outline(root: Expr, inside: list[Expr], inputs: list[Expr], name: str, rebuilt: dict[int, Expr]) -> Call:
+def _composite_function(root: Expr, inside: list[Expr], inputs: list[Expr], name: str) -> Function:
+    """The matched sub-graph as a function of its inputs (constants stay inside)."""
     params = [Var(f"{name.split('.')[-1]}_in{k}", e.checked_type) for k, e in enumerate(inputs)]
     local: dict[int, Expr] = {id(e): p for e, p in zip(inputs, params)}
     inside_ids = {id(e) for e in inside}
@@ -73,8 +74,7 @@ def _outline(root: Expr, inside: list[Expr], inputs: list[Expr], name: str, rebu
             local[id(node)] = Tuple(kids)
         else:
             local[id(node)] = TupleGetItem(kids[0], node.index)  # type: ignore[union-attr]
-    func = Function(tuple(params), local[id(root)], attrs=FuncAttrs(composite=name))
-    return Call(func, tuple(rebuilt[id(e)] for e in inputs))
+    return infer_expr(Function(tuple(params), local[id(root)], attrs=FuncAttrs(composite=name)))  # type: ignore[return-value]
 
 
 def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | None = None) -> Function:
@@ -85,13 +85,13 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
         for c in children(n):
             uses[id(c)] = uses.get(id(c), 0) + 1
     claimed: set[int] = set()
-    replacements: dict[int, tuple[list[Expr], list[Expr], str]] = {}
+    replacements: dict[int, tuple[Function, list[Expr]]] = {}
     for entry in table:
         for node in reversed(nodes):  # outputs first, so the largest match wins
             if id(node) in claimed or not isinstance(node, Call):
                 continue
             match = entry.pattern.match(node)
-            if match is None or (entry.check is not None and not entry.check(node)):
+            if match is None:
                 continue
             inside, inputs = _split(match)
             if any(id(e) in claimed for e in inside):
@@ -103,15 +103,18 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
             )
             if not consumers_ok:
                 continue
+            composite = _composite_function(node, inside, inputs, entry.name)
+            if entry.check is not None and not entry.check(composite.body):
+                continue
             claimed |= {id(e) for e in inside}
-            replacements[id(node)] = (inside, inputs, entry.name)
+            replacements[id(node)] = (composite, inputs)
     if not replacements:
         return func
     rebuilt: dict[int, Expr] = {}
     for node in nodes:
         if id(node) in replacements:
-            inside, inputs, name = replacements[id(node)]
-            rebuilt[id(node)] = _outline(node, inside, inputs, name, rebuilt)
+            composite, inputs = replacements[id(node)]
+            rebuilt[id(node)] = Call(composite, tuple(rebuilt[id(e)] for e in inputs))
             continue
         kids = children(node)
         rebuilt[id(node)] = rebuild(node, tuple(rebuilt.get(id(k), k) for k in kids)) if kids else node

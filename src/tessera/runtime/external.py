@@ -1,0 +1,67 @@
+"""External runtime modules: partitions compiled by a RelayToRuntime hook.
+
+An external module owns some functions of the graph (by global symbol) and
+runs them itself — e.g. by handing an ONNX model to onnxruntime. The graph
+executor calls `get_function(symbol)(inputs, outputs)` with NumPy views of
+its storage. Constants a module owns (reported by the UpdateConstants hook)
+are stored once, next to the module, and handed back with
+`bind_constants` when a library is loaded.
+
+Subclasses register a loader by `type_key` so an exported library can
+rebuild them: `register_external_module(MyModule)`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import RuntimeExecutionError, format_choices
+
+ExternalFunction = Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], None]
+
+
+class ExternalModule(ABC):
+    type_key: ClassVar[str] = ""
+
+    @abstractmethod
+    def function_names(self) -> list[str]:
+        """Global symbols this module implements."""
+
+    @abstractmethod
+    def get_function(self, name: str) -> ExternalFunction:
+        """A callable writing the outputs of `name` from its inputs."""
+
+    def bind_constants(self, constants: Mapping[str, np.ndarray]) -> None:
+        """Receive the constants UpdateConstants said this module owns."""
+
+    @abstractmethod
+    def save(self) -> bytes:
+        """Serialise everything but the bound constants."""
+
+    @classmethod
+    @abstractmethod
+    def load(cls, data: bytes) -> "ExternalModule":
+        """Inverse of `save`."""
+
+
+_LOADERS: dict[str, type[ExternalModule]] = {}
+
+
+def register_external_module(cls: type[ExternalModule]) -> type[ExternalModule]:
+    if not cls.type_key:
+        raise ValueError(f"{cls.__name__} needs a type_key")
+    _LOADERS[cls.type_key] = cls
+    return cls
+
+
+def load_external(type_key: str, data: bytes) -> ExternalModule:
+    if type_key not in _LOADERS:
+        raise RuntimeExecutionError(
+            f"library holds an external module of type {type_key!r}, but no loader is registered for it "
+            f"(import the target that provides it); known: {format_choices(_LOADERS) or 'none'}"
+        )
+    return _LOADERS[type_key].load(data)
