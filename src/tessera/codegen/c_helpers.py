@@ -51,5 +51,9 @@ def helper_source(kind: str, dtype: str) -> str:
             f"  return r;\n}}"
         ),
         "iabs": f"{head}({c} a) {{ return a < 0 ? ({c})(-a) : a; }}",
+        # Both values are arguments, so reads in either arm happen unconditionally:
+        # gcc 12 miscompiles if-converted masked loads (GCC PR 114375) in nested
+        # loops. TIR allows evaluating both sides of a select.
+        "select": f"{head}(int cond, {c} a, {c} b) {{ return cond ? a : b; }}",
     }
     return bodies[kind]
