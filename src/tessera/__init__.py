@@ -11,6 +11,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from . import op  # noqa: F401  (registers operators)
+from . import contrib  # noqa: F401  (registers the library targets and their aliases)
 from .backend.build_module import build
 from .errors import TesseraError
 from .runtime import GraphModule, load_module

@@ -43,16 +43,26 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], opt_level: int, say, dump_ir: bool = False):
+def _runs_onnx_nodes(target) -> bool:
+    """Does an accelerator of the target take ONNX nodes tessera lacks?"""
+    from .transform.annotate_target import SUPPORTED_OPS
+
+    return any("onnx.opaque" in (a.kind.get_attr(SUPPORTED_OPS) or {}) for a in target.accelerators)
+
+
+def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], opt_level: int, say, dump_ir: bool = False,
+                 target: str = "c"):
     import tessera
     from .frontend import from_onnx
+    from .target import Target
     from .transform import PassContext, PrintIRInstrument
 
+    tgt = Target(target)
     say(f"importing {path}")
-    mod, params = from_onnx(path, shape=shapes or None)
+    mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=_runs_onnx_nodes(tgt))
     instruments = [PrintIRInstrument(["FuseOps", "LowerTE"], sys.stderr)] if dump_ir else []
     with PassContext(opt_level=opt_level, instruments=instruments) as ctx:
-        lib = tessera.build(mod, params=params, ctx=ctx, progress=say)
+        lib = tessera.build(mod, target=tgt, params=params, ctx=ctx, progress=say)
     kernels = len(lib.module.function_names)
     say(f"compiled {kernels} kernels (python {lib.python_seconds:.1f}s, C compiler {lib.compile_seconds:.1f}s)")
     return lib
@@ -60,7 +70,15 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], opt_level: int, 
 
 def cmd_compile(args: argparse.Namespace) -> int:
     say = _progress(args.quiet)
-    lib = compile_onnx(args.model, parse_shapes(args.input_shape), args.opt_level, say, args.dump_ir)
+    lib = compile_onnx(args.model, parse_shapes(args.input_shape), args.opt_level, say, args.dump_ir,
+                       args.target)
+    if args.report:
+        from .backend.report import partition_report
+
+        report = partition_report(lib)
+        print(report.text())
+        Path(args.report).write_text(report.html(f"tessera: {Path(args.model).name} for {args.target}"))
+        print(f"wrote {args.report}")
     out = Path(args.output)
     say(f"exporting {out}")
     lib.export_library(out)
@@ -95,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     say = _progress(args.quiet)
     if args.module.endswith(".onnx"):
-        lib = compile_onnx(args.module, parse_shapes(args.input_shape), 2, say)
+        lib = compile_onnx(args.module, parse_shapes(args.input_shape), 2, say, target=args.target)
     else:
         lib = load_module(args.module)
     gm = GraphModule(lib)
@@ -163,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "kernels, the graph and the weights. Run it with `tessera run`.")
     p.add_argument("model", help="path to an .onnx file")
     p.add_argument("-o", "--output", required=True, help="output file, e.g. model.so")
+    p.add_argument("-t", "--target", default="c",
+                   help="target: a string like 'c' or 'c -march=skylake', or an alias such as 'blas' "
+                        "or 'onnxruntime' (see `tessera targets`); default c")
+    p.add_argument("--report", metavar="FILE.html",
+                   help="print which operators went to which target and draw the graph coloured by target")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
                    help="fix an input's shape (needed when the model has symbolic dimensions); repeatable")
     p.add_argument("--opt-level", type=int, default=2, choices=range(0, 4),
@@ -182,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed for --random-input (default 0)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
                    help="input shapes when MODULE is an .onnx file with symbolic dimensions")
+    p.add_argument("-t", "--target", default="c", help="target when MODULE is an .onnx file (default c)")
     p.add_argument("--compare-onnx", metavar="MODEL.onnx", help="also run MODEL.onnx in onnxruntime and print the max difference")
     p.add_argument("--repeat", type=int, default=1, help="run this many times and print the median latency")
     p.add_argument("--output", metavar="FILE.npz", help="save the outputs")

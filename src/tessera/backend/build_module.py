@@ -106,6 +106,7 @@ def build(
     mod = optimize(mod, ctx)
     mod = partition(mod, target, ctx, say)
     mod = FuseOps()(mod, ctx)
+    partitioned = mod
     targets = [*target.accelerators, host]
     mod = run_relay_to_tir(mod, targets, ctx)
     externals, owned_constants = run_relay_to_runtime(mod, target.accelerators)
@@ -120,4 +121,6 @@ def build(
     host_module.imports.extend(m for m in modules if m is not host_module)
     python_seconds = time.perf_counter() - t0
     say(f"compiling {len(host_module.units())} C translation units")
-    return GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, externals, owned_constants)
+    lib = GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, externals, owned_constants)
+    lib.partitioned_mod = partitioned
+    return lib

@@ -36,6 +36,7 @@ class GraphExecutorLibrary:
         self.input_names = list(input_names)
         self.external_modules = list(external_modules)
         self.external_constants = {k: dict(v) for k, v in (external_constants or {}).items()}
+        self.partitioned_mod: IRModule | None = None  # after partitioning and fusion, for reports
         self._executor = None
 
     @classmethod

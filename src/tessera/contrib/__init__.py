@@ -1,7 +1,10 @@
 """Targets that plug real libraries into tessera through target hooks.
 
-Importing a module registers its target kind and alias:
+Each module registers its target kind and alias when imported; `import
+tessera` imports them all, so the aliases work out of the box:
 
-    import tessera.contrib.blas          # target="blas": host C + OpenBLAS
-    import tessera.contrib.onnxruntime   # target="onnxruntime": host C + onnxruntime fallback
+    target="blas"          host C + OpenBLAS (contrib/blas.py)
+    target="onnxruntime"   host C + onnxruntime for operators tessera lacks (contrib/onnxruntime.py)
 """
+
+from . import blas, onnxruntime  # noqa: F401  (registration)

@@ -16,6 +16,8 @@ from .visitor import post_order
 
 
 def _attr_value(v: object) -> str:
+    if isinstance(v, bytes):
+        return f"<{len(v)} bytes>"
     if isinstance(v, (tuple, list)):
         return "[" + ", ".join(_attr_value(x) for x in v) + "]"
     if isinstance(v, str):

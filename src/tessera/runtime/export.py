@@ -8,9 +8,12 @@ literals for gcc to parse) and reached through two exported accessors, so
 from __future__ import annotations
 
 import ctypes
+import json
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..errors import RuntimeExecutionError
 from ..target.toolchain import SourceFile
@@ -20,7 +23,7 @@ from .params_blob import load_params, save_params
 if TYPE_CHECKING:
     from ..backend.library import GraphExecutorLibrary
 
-_BLOBS = ("graph_json", "params")
+_BLOBS = ("graph_json", "params", "external")
 
 
 def _metadata_source(paths: dict[str, Path]) -> str:
@@ -56,11 +59,45 @@ def export_shared_library(lib: "GraphExecutorLibrary", path: Path) -> Path:
     if lib.module is None:
         raise RuntimeExecutionError("this library was loaded from a file; export the original instead")
     with tempfile.TemporaryDirectory(prefix="tessera-export-") as tmp:
-        blobs = {"graph_json": Path(tmp) / "graph.json", "params": Path(tmp) / "params.bin"}
+        blobs = {"graph_json": Path(tmp) / "graph.json", "params": Path(tmp) / "params.bin",
+                 "external": Path(tmp) / "external.bin"}
         blobs["graph_json"].write_text(lib.graph_json)
         blobs["params"].write_bytes(save_params(lib.params))
+        blobs["external"].write_bytes(save_params(_pack_external(lib)))
         meta = SourceFile("tessera_metadata.c", _metadata_source(blobs), cacheable=False)
         return lib.module.build(path, extra=[meta])
+
+
+def _pack_external(lib: "GraphExecutorLibrary") -> dict[str, np.ndarray]:
+    """External modules and the constants they own, as named byte arrays.
+
+    Each owned constant is stored once, under its module's symbol.
+    """
+    packed: dict[str, np.ndarray] = {}
+    for k, module in enumerate(lib.external_modules):
+        packed[f"module/{k}/{module.type_key}"] = np.frombuffer(module.save(), dtype=np.uint8)
+    for symbol, constants in lib.external_constants.items():
+        for name, value in constants.items():
+            packed[f"const/{symbol}/{name}"] = np.asarray(value)
+    return packed
+
+
+def _unpack_external(packed: dict[str, np.ndarray]) -> tuple[list, dict[str, dict[str, np.ndarray]]]:
+    from .external import load_external
+
+    modules = []
+    for key in sorted((k for k in packed if k.startswith("module/")), key=lambda k: int(k.split("/")[1])):
+        modules.append(load_external(key.split("/", 2)[2], packed[key].tobytes()))
+    constants: dict[str, dict[str, np.ndarray]] = {}
+    for key, value in packed.items():
+        if key.startswith("const/"):
+            _, symbol, name = key.split("/", 2)
+            constants.setdefault(symbol, {})[name] = value
+    for module in modules:
+        for symbol in module.function_names():
+            if symbol in constants:
+                module.bind_constants(constants[symbol])
+    return modules, constants
 
 
 def _read_blob(so: SharedLibrary, name: str) -> bytes:
@@ -84,8 +121,8 @@ def load_module(path: str | Path) -> "GraphExecutorLibrary":
     so = SharedLibrary(path)
     graph_json = _read_blob(so, "graph_json").decode()
     params = load_params(_read_blob(so, "params"))
-    import json
-
+    modules, constants = _unpack_external(load_params(_read_blob(so, "external")))
     graph = json.loads(graph_json)
     names = [graph["nodes"][n]["name"] for n in graph["inputs"]]
-    return GraphExecutorLibrary(graph_json, params, None, so, input_names=names)  # type: ignore[arg-type]
+    return GraphExecutorLibrary(graph_json, params, None, so, input_names=names,  # type: ignore[arg-type]
+                                external_modules=modules, external_constants=constants)

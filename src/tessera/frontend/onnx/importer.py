@@ -24,7 +24,7 @@ import onnx
 from onnx import numpy_helper
 
 from ...errors import ConversionError, TesseraError
-from ...relay.expr import Constant, Expr, Function, Tuple, Var
+from ...relay.expr import Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ...relay.module import IRModule
 from ...relay.ty import TensorType
 from ...relay.visitor import free_vars, substitute
@@ -202,7 +202,8 @@ def sanitize_name(name: str) -> str:
 
 class GraphImporter:
     def __init__(self, model: onnx.ModelProto, shape: Mapping[str, Sequence[int]] | None,
-                 freeze_params: bool, constant_inputs: Mapping[str, np.ndarray] | None) -> None:
+                 freeze_params: bool, constant_inputs: Mapping[str, np.ndarray] | None,
+                 opaque_unsupported: bool = False) -> None:
         self.model = model
         self.graph = model.graph
         self.shape_overrides = dict(shape or {})
@@ -213,6 +214,8 @@ class GraphImporter:
         self.params: dict[str, np.ndarray] = {}
         self.param_vars: list[Var] = []
         self.input_vars: list[Var] = []
+        self.opaque_unsupported = opaque_unsupported
+        self._inferred: dict[str, TensorType] | None = None
 
     def run(self) -> tuple[IRModule, dict[str, np.ndarray]]:
         self._read_initializers()
@@ -288,7 +291,10 @@ class GraphImporter:
                 inputs.append(self.env[inp])
         node = Node(name, proto.op_type, domain, opset, inputs, list(proto.input), list(proto.output),
                     {a.name: _parse_attr(a) for a in proto.attribute})
-        fn = CONVERTERS.lookup(proto.op_type, opset, domain, name)
+        if self.opaque_unsupported and not CONVERTERS.supports(proto.op_type, domain):
+            fn = self._opaque_converter(proto)
+        else:
+            fn = CONVERTERS.lookup(proto.op_type, opset, domain, name)
         try:
             result = fn(node, ctx)
             results = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -313,6 +319,48 @@ class GraphImporter:
             if out_name:
                 self.env[out_name] = value
 
+    def _inferred_types(self) -> dict[str, TensorType]:
+        """Static types of every tensor, by ONNX shape inference (for opaque nodes)."""
+        if self._inferred is None:
+            model = onnx.ModelProto()
+            model.CopyFrom(self.model)
+            for vi in model.graph.input:
+                if vi.name in self.env and isinstance(self.env[vi.name], Var):
+                    ty = self.env[vi.name].type_annotation
+                    dims = vi.type.tensor_type.shape.dim
+                    del dims[:]
+                    for d in ty.shape:
+                        dims.add().dim_value = d
+            try:
+                inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+            except Exception as err:
+                raise ConversionError(f"ONNX shape inference failed, needed for unsupported nodes: {err}") from None
+            self._inferred = {}
+            for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+                tt = vi.type.tensor_type
+                dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+                if tt.elem_type in ONNX_DTYPES and tt.HasField("shape") and min(dims, default=0) >= 0:
+                    self._inferred[vi.name] = TensorType(tuple(dims), ONNX_DTYPES[tt.elem_type])
+        return self._inferred
+
+    def _opaque_converter(self, proto: onnx.NodeProto):
+        from ...op.onnx_opaque import opaque
+
+        def convert(node: Node, ctx: ImportContext) -> list[Expr]:
+            types = self._inferred_types()
+            missing = [o for o in proto.output if o and o not in types]
+            if missing:
+                raise node.error(f"unsupported by tessera, and ONNX shape inference gives no static type for {missing}")
+            out_types = tuple(types[o] for o in proto.output if o)
+            opsets = tuple(sorted(self.opsets.items()))
+            call = opaque(*[i for i in node.inputs if i is not None], node=proto.SerializeToString(),
+                          opsets=opsets, output_types=out_types)
+            if len(out_types) == 1:
+                return [call]
+            return [TupleGetItem(call, k) for k in range(len(out_types))]
+
+        return convert
+
     @staticmethod
     def _finish(expr: Expr, all_const: bool) -> Expr:
         expr = infer_expr(expr, incremental=True)
@@ -327,6 +375,7 @@ def from_onnx(
     shape: Mapping[str, Sequence[int]] | None = None,
     freeze_params: bool = False,
     constant_inputs: Mapping[str, np.ndarray] | None = None,
+    opaque_unsupported: bool = False,
 ) -> tuple[IRModule, dict[str, np.ndarray]]:
     """Import an ONNX model.
 
@@ -334,6 +383,8 @@ def from_onnx(
     by the float weights, whose values are in `params` (pass them to
     `tessera.build`). `shape` fixes input shapes (needed for symbolic
     dimensions); `constant_inputs` turns graph inputs into constants.
+    With `opaque_unsupported`, operators tessera lacks are kept as opaque
+    ONNX nodes for an accelerator that runs them (target "onnxruntime").
     """
     from . import ops  # noqa: F401  (registers converters)
 
@@ -344,4 +395,4 @@ def from_onnx(
             raise ConversionError(f"cannot read ONNX model {model!r}: {err}") from None
     if not isinstance(model, onnx.ModelProto):
         raise ConversionError(f"from_onnx expects an onnx.ModelProto or a path, got {type(model).__name__}")
-    return GraphImporter(model, shape, freeze_params, constant_inputs).run()
+    return GraphImporter(model, shape, freeze_params, constant_inputs, opaque_unsupported).run()
