@@ -73,7 +73,7 @@ def test_typed_attributes(scratch_kinds):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("cuda", r"unknown target kind 'cuda'.*known kinds: c, composite"),
+    ("cuda", r"unknown target kind 'cuda'.*known kinds: blas, c, composite, onnxruntime; aliases: blas, onnxruntime"),
     ("cc", r"did you mean 'c'\?"),
     ("c -mcpuu=cortex-m4", r"no attribute 'mcpuu' \(did you mean 'mcpu'\?\).*valid attributes"),
     ("c -mfloat-abi=hardd", r"'mfloat-abi' got 'hardd' \(did you mean 'hard'\?\); valid values: hard, soft, softfp"),
