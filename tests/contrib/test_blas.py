@@ -45,7 +45,7 @@ def test_conv_becomes_an_sgemm_call_with_visible_scratch():
     allocs = [s for s in stmts if isinstance(s, S.Allocate)]
     calls = [e for s in stmts if isinstance(s, S.Evaluate) for e in walk_expr(s.value)
              if isinstance(e, E.Call) and e.func == "cblas_sgemm"]
-    assert len(calls) == 1 and [a.buffer.shape for a in allocs] == [(27, 25)]  # im2col: (C*KH*KW, OH*OW)
+    assert len(calls) == 1 and [a.buffer.size for a in allocs] == [27 * 25]  # im2col: (C*KH*KW) x (OH*OW)
     source = next(s for s in lib.c_sources.values() if "cblas_sgemm" in s)
     assert "#include <cblas.h>" in source
     assert "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 8, 25, 27" in source

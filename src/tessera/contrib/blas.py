@@ -41,7 +41,10 @@ from ..backend.target_hooks import TARGET_ATTR
 KIND = "blas"
 # CBLAS enum values (cblas.h); the code generator prints them by name.
 CBLAS_ENUMS = {101: "CblasRowMajor", 111: "CblasNoTrans", 112: "CblasTrans"}
-ROW_MAJOR, NO_TRANS = 101, 111
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+ENUM_ARGS = {"cblas_sgemm": 3, "cblas_sgemv": 2}  # leading arguments that are CBLAS enums
+# Output rows of a convolution unfolded at a time: the im2col block stays in cache.
+IM2COL_BLOCK_BYTES = 1 << 20
 
 
 # ------------------------------------------------------------------ patterns
@@ -110,10 +113,21 @@ def _ptr(buf: Buffer, offset: E.PrimExpr | int = 0) -> E.PrimExpr:
     return E.BufferPtr(buf, E.as_expr(offset))
 
 
-def _sgemm(m: int, n: int, k: int, a: E.PrimExpr, b: E.PrimExpr, c: E.PrimExpr, beta: float) -> S.Stmt:
-    args = [E.IntImm(ROW_MAJOR), E.IntImm(NO_TRANS), E.IntImm(NO_TRANS), E.IntImm(m), E.IntImm(n), E.IntImm(k),
-            E.FloatImm(1.0), a, E.IntImm(k), b, E.IntImm(n), E.FloatImm(beta), c, E.IntImm(n)]
+def _sgemm(m: int, n: E.ExprLike, k: int, a: E.PrimExpr, b: E.PrimExpr, c: E.PrimExpr, beta: float,
+           ldb: E.ExprLike | None = None, ldc: E.ExprLike | None = None) -> S.Stmt:
+    """C (m x n, row stride ldc) = A (m x k) . B (k x n, row stride ldb) + beta C."""
+    n = E.as_expr(n)
+    args = [E.IntImm(ROW_MAJOR), E.IntImm(NO_TRANS), E.IntImm(NO_TRANS), E.IntImm(m), n, E.IntImm(k),
+            E.FloatImm(1.0), a, E.IntImm(k), b, E.as_expr(n if ldb is None else ldb), E.FloatImm(beta), c,
+            E.as_expr(n if ldc is None else ldc)]
     return S.Evaluate(E.call("cblas_sgemm", args, "void"))
+
+
+def _sgemv_t(k: int, n: int, a: E.PrimExpr, x: E.PrimExpr, y: E.PrimExpr, beta: float) -> S.Stmt:
+    """y (n) = A (k x n)^T . x (k) + beta y: one pass over A's rows, for 1-row products."""
+    args = [E.IntImm(ROW_MAJOR), E.IntImm(TRANS), E.IntImm(k), E.IntImm(n), E.FloatImm(1.0), a, E.IntImm(n),
+            x, E.IntImm(1), E.FloatImm(beta), y, E.IntImm(1)]
+    return S.Evaluate(E.call("cblas_sgemv", args, "void"))
 
 
 def _loops(extents: list[int], names: list[str], body) -> S.Stmt:
@@ -218,29 +232,38 @@ class _Lowering:
             self.stmts.append(self._matmul(mm, local[id(mm.args[0])], local[id(mm.args[1])], out, epi))
 
     def _conv(self, conv: Call, data: Buffer, weight: Buffer, out: Buffer, epi: _Epilogue) -> S.Stmt:
+        """Per image and group: unfold a block of output rows, multiply, repeat."""
         a = conv.attrs
         n, c, h, w = data.shape
-        oc, _, kh, kw = weight.shape
+        oc, icpg, kh, kw = weight.shape
         oh, ow = out.shape[2:]
-        k_dim, n_dim = c * kh * kw, oh * ow
-        direct = kh == kw == 1 and a.strides == (1, 1) and not any(a.padding)
-        col = None
-        if not direct:
-            col = Buffer(f"col{len(self.allocs)}", (k_dim, n_dim), "float32")
+        groups = a.groups
+        ocpg, k_dim, hw = oc // groups, icpg * kh * kw, oh * ow
+        beta = 1.0 if epi.bias is not None else 0.0
+        batch, group = E.Var("b"), E.Var("g")
+        in_base = E.add(E.mul(batch, c * h * w), E.mul(group, icpg * h * w))
+        out_base = E.add(E.mul(batch, oc * hw), E.mul(group, ocpg * hw))
+        w_ptr = _ptr(weight.flat(), E.mul(group, ocpg * k_dim))
+        if kh == kw == 1 and a.strides == (1, 1) and not any(a.padding):
+            core = _sgemm(ocpg, hw, k_dim, w_ptr, _ptr(data.flat(), in_base), _ptr(out.flat(), out_base), beta)
+        else:
+            rows = max(1, min(oh, IM2COL_BLOCK_BYTES // (k_dim * ow * 4)))
+            col = Buffer(f"col{len(self.allocs)}", (k_dim * rows * ow,), "float32")
             self.allocs.append(col)
-        flat_in, flat_out = _flat(data), _flat(out)
-        body = []
-        batch = E.Var("b")
-        in_base, out_base = E.mul(batch, c * h * w), E.mul(batch, oc * n_dim)
-        if col is not None:
-            body.append(_im2col(flat_in, col, in_base, (c, h, w), (kh, kw), a))
-        body.append(epi.init(out, oc, n_dim, out_base, by_row=True))
-        b_ptr = _ptr(col) if col is not None else _ptr(flat_in, in_base)
-        body.append(_sgemm(oc, n_dim, k_dim, _ptr(_flat(weight)), b_ptr, _ptr(flat_out, out_base),
-                           1.0 if epi.bias is not None else 0.0))
-        body.append(epi.finish(out, oc * n_dim, out_base))
-        stmt = S.seq(*body)
-        return S.For(batch, E.IntImm(n), stmt) if n > 1 else _bind(batch, stmt)
+            block = E.Var("blk")
+            first_row = E.mul(block, rows)
+            n_rows = E.minimum(E.IntImm(rows), E.sub(E.IntImm(oh), first_row)) if oh % rows else E.IntImm(rows)
+            n_cols = E.mul(n_rows, ow)
+            unfold = _im2col(data.flat(), col, in_base, first_row, n_rows, (icpg, h, w), (kh, kw, ow), a)
+            multiply = _sgemm(ocpg, n_cols, k_dim, w_ptr, _ptr(col), _ptr(out.flat(), E.add(out_base, E.mul(first_row, ow))),
+                              beta, ldb=n_cols, ldc=hw)
+            core = S.For(block, E.IntImm(-(-oh // rows)), S.seq(unfold, multiply))
+        image = S.seq(
+            epi.init(out, oc, hw, E.mul(batch, oc * hw), by_row=True),
+            S.For(group, E.IntImm(groups), core) if groups > 1 else _bind(group, core),
+            epi.finish(out, oc * hw, E.mul(batch, oc * hw)),
+        )
+        return S.For(batch, E.IntImm(n), image) if n > 1 else _bind(batch, image)
 
     def _matmul(self, mm: Call, lhs: Buffer, rhs: Buffer, out: Buffer, epi: _Epilogue) -> S.Stmt:
         m, k = lhs.shape[-2:]
@@ -252,12 +275,10 @@ class _Lowering:
         a_off = E.mul(_ravel_broadcast(idx, batch_shape, lhs.shape[:-2]), m * k)
         b_off = E.mul(_ravel_broadcast(idx, batch_shape, rhs.shape[:-2]), k * n)
         c_off = E.mul(b, m * n)
-        body = S.seq(
-            epi.init(out, m, n, c_off, by_row=False),
-            _sgemm(m, n, k, _ptr(_flat(lhs), a_off), _ptr(_flat(rhs), b_off), _ptr(_flat(out), c_off),
-                   1.0 if epi.bias is not None else 0.0),
-            epi.finish(out, m * n, c_off),
-        )
+        beta = 1.0 if epi.bias is not None else 0.0
+        a_ptr, b_ptr, c_ptr = _ptr(_flat(lhs), a_off), _ptr(_flat(rhs), b_off), _ptr(_flat(out), c_off)
+        product = _sgemv_t(k, n, b_ptr, a_ptr, c_ptr, beta) if m == 1 else _sgemm(m, n, k, a_ptr, b_ptr, c_ptr, beta)
+        body = S.seq(epi.init(out, m, n, c_off, by_row=False), product, epi.finish(out, m * n, c_off))
         return S.For(b, E.IntImm(count), body) if count > 1 else _bind(b, body)
 
 
@@ -277,24 +298,49 @@ def _ravel_broadcast(idx: list[E.PrimExpr], out_shape: tuple[int, ...], shape: t
     return flat
 
 
-def _im2col(data: Buffer, col: Buffer, base: E.PrimExpr, chw: tuple[int, int, int], kernel: tuple[int, int],
-            a) -> S.Stmt:
+def _ceildiv(a: E.PrimExpr, b: int) -> E.PrimExpr:
+    return E.floordiv(E.add(a, b - 1), b)
+
+
+def _clamp(x: E.PrimExpr, lo: E.ExprLike, hi: E.ExprLike) -> E.PrimExpr:
+    return E.minimum(E.maximum(x, lo), hi)
+
+
+def _im2col(data: Buffer, col: Buffer, base: E.PrimExpr, first_row: E.PrimExpr, n_rows: E.PrimExpr,
+            chw: tuple[int, int, int], kernel: tuple[int, int, int], a) -> S.Stmt:
+    """Unfold output rows [first_row, first_row + n_rows) into `col` (K x n_rows*ow, packed).
+
+    Each kernel tap copies the valid stretch of one input row as a contiguous
+    (or strided) run and zero-fills the padding on either side, so the inner
+    loops have no conditions for gcc to trip over.
+    """
     c, h, w = chw
-    kh, kw = kernel
-    out_w = _out_size(w, kw, a.strides[1], a.dilation[1], a.padding[1], a.padding[3])
-    out_h = col.shape[1] // out_w
+    kh, kw, ow = kernel
+    (sh, sw), (dh, dw), (pt, pl) = a.strides, a.dilation, (a.padding[0], a.padding[1])
+    n_cols = E.mul(n_rows, ow)
+    ci, ky, kx, row = E.Var("ci"), E.Var("ky"), E.Var("kx"), E.Var("oyl")
+    lo, hi, i = E.Var("lo"), E.Var("hi"), E.Var("i")
+    tap = E.add(E.mul(E.add(E.mul(ci, kh), ky), kw), kx)
+    dst = E.add(E.mul(tap, n_cols), E.mul(row, ow))
+    y = E.sub(E.add(E.mul(E.add(first_row, row), sh), E.mul(ky, dh)), pt)
+    src = E.add(base, E.mul(E.add(E.mul(ci, h), y), w))
+    shift = E.sub(E.mul(kx, dw), pl)  # input column of output column 0
+    zero = E.FloatImm(0.0)
 
-    def element(ci: E.Var, ky: E.Var, kx: E.Var, oy: E.Var, ox: E.Var) -> S.Stmt:
-        y = E.sub(E.add(E.mul(oy, a.strides[0]), E.mul(ky, a.dilation[0])), a.padding[0])
-        x = E.sub(E.add(E.mul(ox, a.strides[1]), E.mul(kx, a.dilation[1])), a.padding[1])
-        inside = E.logical_and(E.logical_and(E.ge(y, 0), E.lt(y, h)), E.logical_and(E.ge(x, 0), E.lt(x, w)))
-        src = E.add(base, E.add(E.mul(E.add(E.mul(ci, h), E.minimum(E.maximum(y, 0), h - 1)), w),
-                                E.minimum(E.maximum(x, 0), w - 1)))
-        value = E.select(inside, E.BufferLoad(data, (src,), "float32"), E.FloatImm(0.0))
-        row = E.add(E.mul(E.add(E.mul(ci, kh), ky), kw), kx)
-        return S.BufferStore(col, value, (row, E.add(E.mul(oy, out_w), ox)))
+    def fill(start: E.PrimExpr, count: E.PrimExpr) -> S.Stmt:
+        return S.For(i, count, S.BufferStore(col, zero, (E.add(dst, E.add(start, i)),)))
 
-    return _loops([c, kh, kw, out_h, out_w], ["ci", "ky", "kx", "oy", "ox"], element)
+    copy = S.For(i, E.sub(hi, lo), S.BufferStore(
+        col, E.BufferLoad(data, (E.add(src, E.add(E.mul(E.add(lo, i), sw), shift)),), "float32"),
+        (E.add(dst, E.add(lo, i)),)))
+    inside = S.LetStmt(lo, _clamp(_ceildiv(E.neg(shift), sw), 0, ow), S.LetStmt(
+        hi, _clamp(_ceildiv(E.sub(w, shift), sw), lo, ow),
+        S.seq(fill(E.IntImm(0), lo), copy, fill(hi, E.sub(E.IntImm(ow), hi)))))
+    row_stmt = S.IfThenElse(E.logical_and(E.ge(y, 0), E.lt(y, h)), inside, fill(E.IntImm(0), E.IntImm(ow)))
+    nest: S.Stmt = S.For(row, n_rows, row_stmt)
+    for var, extent in ((kx, kw), (ky, kh), (ci, c)):
+        nest = S.For(var, E.IntImm(extent), nest) if extent > 1 else _bind(var, nest)
+    return nest
 
 
 def _out_size(size: int, k: int, s: int, d: int, pb: int, pe: int) -> int:
@@ -325,8 +371,8 @@ class BlasCodeGen(CodeGenC):
         return lines[:4] + ["#include <cblas.h>"] + lines[4:]
 
     def emit_extern_call(self, name: str, args: list[str], call: E.Call) -> str:
-        if name == "cblas_sgemm":
-            args = [CBLAS_ENUMS.get(int(a), a) if k < 3 else a for k, a in enumerate(args)]
+        if name in ENUM_ARGS:
+            args = [CBLAS_ENUMS.get(int(a), a) if k < ENUM_ARGS[name] else a for k, a in enumerate(args)]
         return super().emit_extern_call(name, args, call)
 
 

@@ -149,6 +149,20 @@ class GraphModule:
         self.run(**kwargs)
         return [self.get_output(i) for i in range(self.num_outputs)]
 
+    def profile(self, repeat: int = 3) -> list[tuple[str, float]]:
+        """Median seconds per kernel call, in execution order."""
+        import time
+
+        samples: list[list[float]] = [[] for _ in self._calls]
+        self.run()
+        for _ in range(repeat):
+            for k, (name, call) in enumerate(self._calls):
+                t0 = time.perf_counter()
+                if call() != 0:
+                    raise RuntimeExecutionError(f"kernel {name} failed")
+                samples[k].append(time.perf_counter() - t0)
+        return [(name, sorted(s)[len(s) // 2]) for (name, _), s in zip(self._calls, samples)]
+
     def benchmark(self, repeat: int = 10, min_seconds: float = 0.0) -> list[float]:
         import time
 
