@@ -4,7 +4,7 @@ The whole integration is this module: a target kind with a pattern table, a
 RelayToTIR pass and a TIRToRuntime code generator; `target="blas"` is an
 alias for the host `c` target with this accelerator.
 
-* Patterns: conv2d (groups=1) and matmul in float32, each with an optional
+* Patterns: conv2d (wide groups; depthwise stays on the host) and matmul in float32, each with an optional
   bias add and ReLU that run inside the same kernel.
 * RelayToTIR: every `blas` partition becomes a PrimFunc that calls
   `cblas_sgemm` through `call_extern`. A convolution first unfolds its input
@@ -59,7 +59,11 @@ def _with_epilogue(core):
 
 def _conv_ok(call: Expr) -> bool:
     conv = _anchor(call, "nn.conv2d")
-    return conv is not None and conv.attrs.groups == 1 and _float32(conv) and _bias_ok(call, conv)
+    if conv is None or not _float32(conv) or not _bias_ok(call, conv):
+        return False
+    oc, icpg, kh, kw = conv.args[1].checked_type.shape
+    # a GEMM per group pays only when the groups are wide; depthwise stays on the host
+    return conv.attrs.groups == 1 or (oc // conv.attrs.groups >= 4 and icpg * kh * kw >= 8)
 
 
 def _matmul_ok(call: Expr) -> bool:
