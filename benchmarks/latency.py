@@ -1,9 +1,11 @@
-"""Latency of tessera's generated C against onnxruntime, in the same run.
+"""Latency of tessera against onnxruntime, in the same run.
 
 Each light model of the ONNX suite gets seeded random weights (the stored
-ones are constant-filled); both runtimes run it single-threaded on the same
-input, alternating, and the median of several runs is compared. Also prints
-the Python-side compile time of ResNet-50 (gcc excluded).
+ones are constant-filled) and runs single-threaded on the same input in
+three ways: tessera's own generated C (target `c`), tessera with OpenBLAS
+for convolutions and matrix products (target `blas`), and onnxruntime. The
+runs alternate and the median of several is compared. Also prints the
+Python-side compile time of ResNet-50 (gcc excluded).
 
     python benchmarks/latency.py                 # all nine light models
     python benchmarks/latency.py resnet50 vgg19  # a subset
@@ -19,6 +21,7 @@ import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -42,25 +45,33 @@ def median_seconds(fn, repeat: int, budget: float) -> float:
     return statistics.median(times)
 
 
+TARGETS = ("c", "blas")
+
+
 def bench_model(name: str, repeat: int, budget: float) -> dict:
     model = randomize_weights(onnx.load(light_path(name)), seed=0)
     input_name, shape = data_input(model)
     x = seeded_input(shape, seed=1)
     mod, params = from_onnx(model)
-    lib = tessera.build(mod, params=params)
-    gm = tessera.GraphModule(lib)
-    gm.set_input(0, x)
     sess = ort_session(model, threads=1)
-    ours = lib(x)[0]
     ref = sess.run(None, {input_name: x})[0]
-    err = float(np.max(np.abs(ours - ref)))
-    # interleave the two so machine noise hits both alike
-    t_ts, t_ort = [], []
+    modules, errors = {}, {}
+    for target in TARGETS:
+        lib = tessera.build(mod, target=target, params=params)
+        modules[target] = tessera.GraphModule(lib)
+        modules[target].set_input(0, x)
+        modules[target].run()
+        errors[target] = float(np.max(np.abs(modules[target].get_output(0) - ref)))
+    runners = {t: modules[t].run for t in TARGETS}
+    runners["ort"] = lambda: sess.run(None, {input_name: x})
+    # interleave the runtimes so machine noise hits all of them alike
+    times: dict[str, list[float]] = {k: [] for k in runners}
     for _ in range(2):
-        t_ts.append(median_seconds(gm.run, repeat, budget / 4))
-        t_ort.append(median_seconds(lambda: sess.run(None, {input_name: x}), repeat, budget / 4))
-    return {"name": name, "tessera": min(t_ts), "ort": min(t_ort), "err": err,
-            "python_s": lib.python_seconds, "gcc_s": lib.compile_seconds}
+        for key, fn in runners.items():
+            times[key].append(median_seconds(fn, repeat, budget / 6))
+    result = {k: min(v) for k, v in times.items()}
+    result.update(name=name, err=max(errors.values()))
+    return result
 
 
 def resnet50_compile_time() -> float:
@@ -78,14 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=20.0, help="seconds per model and runtime, at most")
     args = parser.parse_args(argv)
     rows = []
-    print(f"{'model':14s} {'tessera ms':>11s} {'onnxruntime ms':>15s} {'ratio':>7s} {'max |diff|':>11s}")
+    print(f"{'model':14s} {'c ms':>9s} {'blas ms':>9s} {'ort ms':>9s} {'c/ort':>7s} {'blas/ort':>9s} {'max |diff|':>11s}")
     for name in args.models:
         r = bench_model(name, args.repeat, args.budget)
         rows.append(r)
-        print(f"{name:14s} {r['tessera'] * 1e3:11.2f} {r['ort'] * 1e3:15.2f} "
-              f"{r['tessera'] / r['ort']:7.2f} {r['err']:11.2e}", flush=True)
-    geo = math.exp(sum(math.log(r["tessera"] / r["ort"]) for r in rows) / len(rows))
-    print(f"geometric mean tessera/onnxruntime: {geo:.2f} (1 thread each)")
+        print(f"{name:14s} {r['c'] * 1e3:9.2f} {r['blas'] * 1e3:9.2f} {r['ort'] * 1e3:9.2f} "
+              f"{r['c'] / r['ort']:7.2f} {r['blas'] / r['ort']:9.2f} {r['err']:11.2e}", flush=True)
+    for target in TARGETS:
+        geo = math.exp(sum(math.log(r[target] / r["ort"]) for r in rows) / len(rows))
+        print(f"geometric mean tessera {target}/onnxruntime: {geo:.2f} (1 thread each)")
     print(f"ResNet-50 compile time, Python side (gcc excluded): {resnet50_compile_time():.2f} s")
     return 0
 
