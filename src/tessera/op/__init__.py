@@ -4,7 +4,10 @@ Importing this package registers every operator (each module registers its
 own); `REGISTRY.names()` lists them.
 """
 
-from . import elemwise, reduce, transform  # noqa: F401  (registration)
+from . import elemwise, elemwise_activation, reduce, transform  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    transform_fill, transform_gather, transform_pad, transform_resize, transform_scan, transform_scatter,
+)
 from .nn import conv, matmul, norm, pool, softmax  # noqa: F401
 from .registry import REGISTRY, Op, OpPattern, register_op
 

@@ -1,7 +1,8 @@
-"""Data-movement operators: reshape, transpose, concatenate, split, slices, ...
+"""Data-movement operators: reshape, transpose, concatenate, slices, broadcasts.
 
 All of them are injective (each output element reads one input element), so
 they fuse into their neighbours and usually cost no kernel of their own.
+Gathers, scatters, padding, scans and resampling live in `transform_*.py`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import numpy as np
 
 from .. import te
 from ..errors import TypeInferenceError
-from ..relay.ty import TensorType, TupleType, Type
+from ..relay.ty import TensorType, Type
 from ..tir import expr as E
-from ._util import as_tensor, normalize_axis, same_dtype, tensors
+from ._util import as_tensor, broadcast_indices, normalize_axis, same_dtype, tensors
 from .registry import OpPattern, register_op
 
 
@@ -116,22 +117,23 @@ def _concat_type(types: tuple[Type, ...], attrs: ConcatAttrs) -> Type:
 
 def _concat_compute(inputs: list[te.Tensor], attrs: ConcatAttrs, out: TensorType) -> te.Tensor:
     axis = normalize_axis(attrs.axis, len(out.shape))
+    offsets = [int(o) for o in np.cumsum([0] + [t.shape[axis] for t in inputs])]
+    parts = [(t, offsets[k]) for k, t in enumerate(inputs) if t.shape[axis]]
+    if not parts:  # every input is empty along `axis`: so is the output, nothing is read
+        return te.compute(out.shape, lambda *i: E.const(0, out.dtype), name="concatenate")
+
+    def read(t: te.Tensor, offset: int, i: tuple[E.Var, ...]) -> E.PrimExpr:
+        # a select may evaluate both sides: keep every read inside its input
+        pos = E.sub(i[axis], offset)
+        if len(parts) > 1:
+            pos = E.minimum(pos, t.shape[axis] - 1) if offset == 0 else \
+                E.minimum(E.maximum(pos, 0), t.shape[axis] - 1)
+        return t[i[:axis] + (pos,) + i[axis + 1:]]
 
     def element(*i: E.Var) -> E.PrimExpr:
-        offsets = np.cumsum([0] + [t.shape[axis] for t in inputs])
-        value: E.PrimExpr | None = None
-        for k in range(len(inputs) - 1, -1, -1):
-            t = inputs[k]
-            if t.shape[axis] == 0:
-                continue
-            idx = list(i)
-            idx[axis] = E.sub(i[axis], int(offsets[k]))
-            read = t[tuple(idx)]
-            if value is None:
-                value = read
-            else:
-                value = E.select(E.lt(i[axis], int(offsets[k + 1])), read, value)
-        assert value is not None
+        value = read(*parts[-1], i)
+        for t, offset in reversed(parts[:-1]):
+            value = E.select(E.lt(i[axis], offset + t.shape[axis]), read(t, offset, i), value)
         return value
 
     return te.compute(out.shape, element, name="concatenate")
@@ -141,4 +143,130 @@ concatenate = register_op(
     "concatenate", type_rel=_concat_type,
     reference=lambda args, a: np.concatenate(args, axis=a.axis),
     pattern=OpPattern.INJECTIVE, compute=_concat_compute, attrs=ConcatAttrs,
+)
+
+
+# ----------------------------------------------------------- strided_slice
+@dataclass(frozen=True)
+class StridedSliceAttrs:
+    """Per-axis begin/end/stride with ONNX Slice semantics (see `slice_axis`)."""
+
+    begin: tuple[int, ...]
+    end: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+def slice_axis(begin: int, end: int, step: int, extent: int) -> tuple[int, int]:
+    """(first index, length) of one axis of an ONNX Slice.
+
+    Negative begin/end count from the end; then begin is clamped to
+    [0, extent] (step > 0) or [0, extent - 1] (step < 0), and end to
+    [0, extent] or [-1, extent - 1], as the ONNX specification says.
+    """
+    if step == 0:
+        raise TypeInferenceError("slice step cannot be 0")
+    begin = begin + extent if begin < 0 else begin
+    end = end + extent if end < 0 else end
+    if step > 0:
+        begin, end = min(max(begin, 0), extent), min(max(end, 0), extent)
+        return begin, max(0, -(-(end - begin) // step))
+    begin, end = min(max(begin, 0), extent - 1), min(max(end, -1), extent - 1)
+    return begin, max(0, -(-(begin - end) // -step))
+
+
+def _slice_axes(x: TensorType, attrs: StridedSliceAttrs) -> list[tuple[int, int, int]]:
+    """(first, length, step) per axis."""
+    n = x.ndim
+    if not len(attrs.begin) == len(attrs.end) == len(attrs.strides) == n:
+        raise TypeInferenceError(
+            f"strided_slice of a {n}-d tensor needs {n} begin/end/strides values, got "
+            f"{len(attrs.begin)}/{len(attrs.end)}/{len(attrs.strides)}"
+        )
+    result = []
+    for b, e, s, extent in zip(attrs.begin, attrs.end, attrs.strides, x.shape):
+        first, length = slice_axis(b, e, s, extent)
+        result.append((first, length, s))
+    return result
+
+
+def _strided_slice_type(types: tuple[Type, ...], attrs: StridedSliceAttrs) -> Type:
+    x = as_tensor(types[0])
+    return TensorType(tuple(length for _, length, _ in _slice_axes(x, attrs)), x.dtype)
+
+
+def _strided_slice_ref(args: list[np.ndarray], attrs: StridedSliceAttrs) -> np.ndarray:
+    x = args[0]
+    for k, (first, length, step) in enumerate(_slice_axes(TensorType(x.shape, x.dtype.name), attrs)):
+        x = np.take(x, first + step * np.arange(length, dtype=np.int64), axis=k)
+    return np.ascontiguousarray(x)
+
+
+def _strided_slice_compute(inputs: list[te.Tensor], attrs: StridedSliceAttrs, out: TensorType) -> te.Tensor:
+    x = inputs[0]
+    axes = _slice_axes(TensorType(x.shape, x.dtype), attrs)
+    return te.compute(
+        out.shape, lambda *i: x[tuple(E.add(first, E.mul(step, v)) for v, (first, _, step) in zip(i, axes))],
+        name="strided_slice",
+    )
+
+
+strided_slice = register_op(
+    "strided_slice", type_rel=_strided_slice_type, reference=_strided_slice_ref,
+    pattern=OpPattern.INJECTIVE, compute=_strided_slice_compute, attrs=StridedSliceAttrs, num_inputs=1,
+)
+
+
+# ------------------------------------------------------------ broadcast_to
+@dataclass(frozen=True)
+class BroadcastToAttrs:
+    shape: tuple[int, ...]
+
+
+def _broadcast_to_type(types: tuple[Type, ...], attrs: BroadcastToAttrs) -> Type:
+    x = as_tensor(types[0])
+    shape = tuple(attrs.shape)
+    ok = len(shape) >= x.ndim and all(
+        s in (1, t) for s, t in zip(x.shape, shape[len(shape) - x.ndim:])
+    )
+    if not ok:
+        raise TypeInferenceError(f"cannot broadcast shape {x.shape} to {shape}")
+    return TensorType(shape, x.dtype)
+
+
+def _broadcast_to_compute(inputs: list[te.Tensor], attrs: BroadcastToAttrs, out: TensorType) -> te.Tensor:
+    x = inputs[0]
+    return te.compute(out.shape, lambda *i: x[broadcast_indices(i, x.shape)], name="broadcast_to")
+
+
+broadcast_to = register_op(
+    "broadcast_to", type_rel=_broadcast_to_type,
+    reference=lambda args, a: np.ascontiguousarray(np.broadcast_to(args[0], a.shape)),
+    pattern=OpPattern.BROADCAST, compute=_broadcast_to_compute, attrs=BroadcastToAttrs, num_inputs=1,
+)
+
+
+# -------------------------------------------------------------------- tile
+@dataclass(frozen=True)
+class TileAttrs:
+    reps: tuple[int, ...]
+
+
+def _tile_type(types: tuple[Type, ...], attrs: TileAttrs) -> Type:
+    x = as_tensor(types[0])
+    if len(attrs.reps) != x.ndim or any(r < 0 for r in attrs.reps):
+        raise TypeInferenceError(
+            f"tile of a {x.ndim}-d tensor needs {x.ndim} non-negative repeats, got {attrs.reps}"
+        )
+    return TensorType(tuple(s * r for s, r in zip(x.shape, attrs.reps)), x.dtype)
+
+
+def _tile_compute(inputs: list[te.Tensor], attrs: TileAttrs, out: TensorType) -> te.Tensor:
+    x = inputs[0]
+    return te.compute(out.shape, lambda *i: x[tuple(E.floormod(v, max(n, 1)) for v, n in zip(i, x.shape))],
+                      name="tile")
+
+
+tile = register_op(
+    "tile", type_rel=_tile_type, reference=lambda args, a: np.tile(args[0], a.reps),
+    pattern=OpPattern.INJECTIVE, compute=_tile_compute, attrs=TileAttrs, num_inputs=1,
 )

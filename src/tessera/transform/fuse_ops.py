@@ -89,7 +89,7 @@ def plan_groups(body: Expr, allow_fusion: bool = True) -> dict[int, _Group]:
 
 
 def _inline_constant(e: Expr) -> bool:
-    return isinstance(e, Constant) and e.data.size <= INLINE_CONSTANT_ELEMENTS
+    return isinstance(e, Constant) and 0 < e.data.size <= INLINE_CONSTANT_ELEMENTS
 
 
 def _outline(group: _Group, rebuilt: dict[int, Expr]) -> Call:

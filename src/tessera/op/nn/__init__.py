@@ -1,1 +1,6 @@
-"""Neural-network operators (convolution, pooling, matmul, normalisation)."""
+"""Neural-network operators (convolution, pooling, matmul, normalisation).
+
+Importing the package registers every operator module below.
+"""
+
+from . import conv, conv_transpose, matmul, norm, pool, softmax  # noqa: F401  (registration)

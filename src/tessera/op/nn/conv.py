@@ -1,10 +1,8 @@
 """N-d convolution (1-d, 2-d, 3-d) in NC[D]HW layout with OI[D]HW weights.
 
-Schedule: the input is padded into a scratch buffer, then the reduction runs
-with the reduce axes outside the output's spatial loops, so the innermost
-loop walks contiguous output elements (one output row) and gcc vectorises it
-as a scalar-times-vector multiply-add. Bias and activations fuse as an
-epilogue inside the output-channel loop.
+The loop schedule (register-blocked tiles, reduce axes outside the output's
+spatial loops) lives in `conv_schedule`, shared with the transposed
+convolution.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import Op, OpPattern, register_op
+from .conv_schedule import ConvGeometry, conv_schedule, pad_input
 
 
 @dataclass(frozen=True)
@@ -101,55 +100,23 @@ def conv_reference(args: list[np.ndarray], attrs: ConvAttrs) -> np.ndarray:
     return out.astype(x.dtype)
 
 
-def pad_input(data: te.Tensor, begins: tuple[int, ...], ends: tuple[int, ...], value: float,
-              materialize: bool) -> te.Tensor:
-    """`data` padded on its trailing spatial dims (leading dims untouched)."""
-    if not any(begins) and not any(ends):
-        return data
-    lead = data.ndim - len(begins)
-    shape = tuple(data.shape[:lead]) + tuple(
-        data.shape[lead + k] + begins[k] + ends[k] for k in range(len(begins))
-    )
-
-    def element(*i: E.Var) -> E.PrimExpr:
-        inside: E.PrimExpr = E.IntImm(1, "bool")
-        src = list(i[:lead])
-        for k, b in enumerate(begins):
-            idx = i[lead + k]
-            size = data.shape[lead + k]
-            if b or ends[k]:
-                inside = E.logical_and(inside, E.logical_and(E.ge(idx, b), E.lt(idx, b + size)))
-            # Clamp so the read stays in bounds even where the select discards it.
-            src.append(E.minimum(E.maximum(E.sub(idx, b), 0), size - 1) if b or ends[k] else idx)
-        return E.select(inside, data[tuple(src)], E.const(value, data.dtype))
-
-    names = [f"i{k}" for k in range(data.ndim)]
-    return te.compute(shape, element, name="pad", axis_names=names, materialize=materialize)
-
-
 def _make_compute(d: int):
     def compute(inputs: list[te.Tensor], attrs: ConvAttrs, out: TensorType) -> te.Tensor:
         data, weight = inputs
-        padded = pad_input(data, attrs.padding[:d], attrs.padding[d:], 0.0, materialize=True)
         oc, icpg = weight.shape[:2]
-        ocpg = oc // attrs.groups
-        rc = te.reduce_axis(icpg, "rc")
-        rk = [te.reduce_axis(weight.shape[2 + k], f"rk{k}") for k in range(d)]
-        spatial_names = [f"o{k}" for k in range(d)]
+        g = ConvGeometry(tuple(out.shape), tuple(weight.shape[2:]), attrs.strides, attrs.dilation,
+                         icpg, oc // attrs.groups)
+        ends = attrs.padding[d:]
+        if g.uses_tiles():
+            ends = ends[:-1] + (ends[-1] + g.tile_overhang(),)
+        # a strided tiled schedule regroups (and so materialises) the padded input itself
+        materialize = not (g.uses_tiles() and attrs.strides[-1] > 1)
+        padded = pad_input(data, attrs.padding[:d], ends, 0.0, materialize=materialize)
 
-        def element(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
-            group_base = E.mul(E.floordiv(c, ocpg), icpg) if attrs.groups > 1 else E.IntImm(0)
-            in_idx = [
-                E.add(E.mul(pos[k], attrs.strides[k]), E.mul(rk[k].var, attrs.dilation[k]))
-                for k in range(d)
-            ]
-            a = padded[(n, E.add(group_base, rc.var), *in_idx)]
-            b = weight[(c, rc.var, *(r.var for r in rk))]
-            return te.sum(E.mul(a, b), [rc, *rk])
+        def read_weight(c: E.PrimExpr, rc: E.PrimExpr, taps) -> E.PrimExpr:
+            return weight[(c, rc, *taps)]
 
-        order = ["n", "c", "rc", *(r.name for r in rk), *spatial_names]
-        return te.compute(out.shape, element, name=f"conv{d}d", axis_names=["n", "c", *spatial_names],
-                          loop_order=order)
+        return conv_schedule(padded, read_weight, g, f"conv{d}d")
 
     return compute
 

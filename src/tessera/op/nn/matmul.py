@@ -1,7 +1,9 @@
 """Matrix products: `nn.matmul` (NumPy semantics) and `nn.dense` (x · wᵀ).
 
 `nn.matmul` runs k outside n so the innermost loop streams a row of the
-right-hand matrix and of the output: contiguous, vectorisable. `nn.dense`
+right-hand matrix and of the output: contiguous, vectorisable. When the
+output's last two dims divide into small tiles, a tile of rows x columns
+accumulates in registers across the whole k loop (see `_tiled_matmul`). `nn.dense`
 (ONNX Gemm with transB) is rewritten by the DenseToMatmul pass into
 `matmul(x, transpose(w))`, which constant folding turns into a pre-transposed
 weight at compile time.
@@ -37,9 +39,56 @@ def _matmul_type(types: tuple[Type, ...], attrs: object) -> Type:
     return TensorType(shape, dtype)
 
 
+# Register tile of the matmul kernel: TILE_ROWS x TILE_COLS outputs (a few
+# rows of A against two AVX vectors of B) accumulate in registers.
+TILE_ROWS = (6, 4, 3, 2)
+TILE_COLS = (16, 8)
+
+
+def _tile(m: int, n: int) -> tuple[int, int] | None:
+    rows = next((r for r in TILE_ROWS if m % r == 0), None)
+    cols = next((c for c in TILE_COLS if n % c == 0), None)
+    return (rows, cols) if rows and cols else None
+
+
+def _operand_indices(batch: list[E.PrimExpr], shape: tuple[int, ...], tail: list[E.PrimExpr]) -> tuple:
+    return tuple(list(broadcast_indices(batch, shape[:-2])) + tail)
+
+
+def _tiled_matmul(a: te.Tensor, b: te.Tensor, out: TensorType, rows: int, cols: int) -> te.Tensor:
+    """t[*batch, mb, mi, nb, ni] (the row-major layout of the output) with the
+    reduction outside the (mi, ni) tile loops: a register-blocked micro-kernel."""
+    *batch_shape, m, n = out.shape
+    rk = te.reduce_axis(a.shape[-1], "rk")
+    nbatch = len(batch_shape)
+    batch_names = [f"b{k}" for k in range(nbatch)]
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        batch, (mb, mi, nb, ni) = list(i[:nbatch]), i[nbatch:]
+        row, col = E.add(E.mul(mb, rows), mi), E.add(E.mul(nb, cols), ni)
+        lhs = a[_operand_indices(batch, a.shape, [row, rk.var])]
+        rhs = b[_operand_indices(batch, b.shape, [rk.var, col])]
+        return te.sum(E.mul(lhs, rhs), rk)
+
+    shape = (*batch_shape, m // rows, rows, n // cols, cols)
+    names = [*batch_names, "mb", "mi", "nb", "ni"]
+    tiles = te.compute(shape, element, name="matmul", axis_names=names,
+                       loop_order=[*batch_names, "nb", "mb", "rk", "mi", "ni"])
+
+    def untile(*i: E.Var) -> E.PrimExpr:
+        *batch, row, col = i
+        return tiles[(*batch, E.floordiv(row, rows), E.floormod(row, rows), E.floordiv(col, cols),
+                      E.floormod(col, cols))]
+
+    return te.compute(out.shape, untile, name="matmul_out")
+
+
 def _matmul_compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
     a, b = inputs
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
+    tile = None if a_vec or b_vec else _tile(out.shape[-2], out.shape[-1])
+    if tile is not None:
+        return _tiled_matmul(a, b, out, *tile)
     k_extent = a.shape[-1]
     rk = te.reduce_axis(k_extent, "rk")
     nd = len(out.shape)

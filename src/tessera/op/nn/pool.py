@@ -1,12 +1,14 @@
-"""N-d max and average pooling (NC[D]HW), global pooling is `mean`/`max`.
+"""N-d max, average and Lp pooling (NC[D]HW); global pooling is `mean`/`max`.
 
 Padding is folded into the reads (a select against the border), and the
 average's divisor is computed per output position in closed form, so both
-ONNX `count_include_pad` modes and `ceil_mode` windows are exact.
+ONNX `count_include_pad` modes and `ceil_mode` windows are exact. Lp pooling
+is `(sum |x|^p) ^ (1/p)` over the window, padding contributing zero.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +19,7 @@ from ...errors import TypeInferenceError
 from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor
+from ..transform import unravel
 from ..registry import Op, OpPattern, register_op
 
 
@@ -28,6 +31,7 @@ class PoolAttrs:
     dilation: tuple[int, ...]
     ceil_mode: bool = False
     count_include_pad: bool = False  # average pooling only
+    p: float = 2.0  # Lp pooling only
 
 
 def pool_output_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil_mode: bool) -> int:
@@ -61,12 +65,14 @@ def _pool_type(types: tuple[Type, ...], attrs: PoolAttrs) -> Type:
     return TensorType(x.shape[:2] + tuple(spatial), x.dtype)
 
 
-def _window(x: te.Tensor, attrs: PoolAttrs, pos: tuple[E.Var, ...], rk: list[te.IterVar]):
-    """Input index per spatial dim and whether it lies inside the input."""
+def _window(x: te.Tensor, attrs: PoolAttrs, pos: tuple[E.Var, ...], rk: list[te.IterVar] | list[E.PrimExpr]):
+    """Input index per spatial dim and whether it lies inside the input
+    (`rk`: the window position, as reduce axes or index expressions)."""
     d = len(attrs.kernel)
     idx, inside = [], E.IntImm(1, "bool")
     for k in range(d):
-        i = E.sub(E.add(E.mul(pos[k], attrs.strides[k]), E.mul(rk[k].var, attrs.dilation[k])), attrs.padding[k])
+        r = rk[k].var if isinstance(rk[k], te.IterVar) else rk[k]
+        i = E.sub(E.add(E.mul(pos[k], attrs.strides[k]), E.mul(r, attrs.dilation[k])), attrs.padding[k])
         size = x.shape[2 + k]
         inside = E.logical_and(inside, E.logical_and(E.ge(i, 0), E.lt(i, size)))
         idx.append(E.minimum(E.maximum(i, 0), size - 1))
@@ -122,51 +128,168 @@ def _avg_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType) -> 
     return te.compute(out.shape, average, name="avg_pool", axis_names=names)
 
 
+def _abs_power(v: E.PrimExpr, p: float) -> E.PrimExpr:
+    """|v| ** p, with the common exponents as plain arithmetic."""
+    if p == 2.0:
+        return E.mul(v, v)
+    magnitude = E.call(E.Intrinsic.FABS, [v], v.dtype)
+    if p == 1.0:
+        return magnitude
+    return E.binary(E.BinOp.POW, magnitude, E.const(p, v.dtype))
+
+
+def _root(total: E.PrimExpr, p: float) -> E.PrimExpr:
+    if p == 1.0:
+        return total
+    if p == 2.0:
+        return E.call(E.Intrinsic.SQRT, [total], total.dtype)
+    return E.binary(E.BinOp.POW, total, E.const(1.0 / p, total.dtype))
+
+
+def _lp_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType) -> te.Tensor:
+    x = inputs[0]
+    d = len(attrs.kernel)
+    rk = [te.reduce_axis(attrs.kernel[k], f"rk{k}") for k in range(d)]
+    names = ["n", "c", *(f"o{k}" for k in range(d))]
+    zero = E.const(0, x.dtype)
+
+    def element(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
+        idx, inside = _window(x, attrs, pos, rk)
+        return te.sum(E.select(inside, _abs_power(x[(n, c, *idx)], attrs.p), zero), rk)
+
+    total = te.compute(out.shape, element, name="lp_pool_sum", axis_names=names)
+    return te.compute(out.shape, lambda *i: _root(total[i], attrs.p), name="lp_pool", axis_names=names)
+
+
+def _window_values(x: np.ndarray, a: PoolAttrs, pos: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """The in-bounds window at output `pos` ((n, c, k) values) and its divisor."""
+    d = len(a.kernel)
+    grids = np.meshgrid(
+        *[np.arange(a.kernel[k]) * a.dilation[k] + pos[k] * a.strides[k] - a.padding[k] for k in range(d)],
+        indexing="ij",
+    )
+    valid = np.ones(grids[0].shape, bool)
+    in_pad = np.ones(grids[0].shape, bool)
+    for k in range(d):
+        valid &= (grids[k] >= 0) & (grids[k] < x.shape[2 + k])
+        in_pad &= (grids[k] >= -a.padding[k]) & (grids[k] < x.shape[2 + k] + a.padding[d + k])
+    window = x[(slice(None), slice(None), *[g[valid] for g in grids])]
+    count = int(in_pad.sum()) if a.count_include_pad else int(valid.sum())
+    return window, max(count, 1)
+
+
+_WINDOW_REDUCERS = {
+    "max": lambda w, count, a: w.max(axis=-1) if w.shape[-1] else -np.inf,
+    "avg": lambda w, count, a: w.astype(np.float64).sum(axis=-1) / count,
+    "lp": lambda w, count, a: (np.abs(w.astype(np.float64)) ** a.p).sum(axis=-1) ** (1.0 / a.p),
+}
+
+
 def _pool_reference(kind: str):
+    reducer = _WINDOW_REDUCERS[kind]
+
     def ref(args: list[np.ndarray], a: PoolAttrs) -> np.ndarray:
         x = args[0]
-        d = len(a.kernel)
         out_sp = _out_spatial(x.shape, a)
         out = np.zeros(x.shape[:2] + tuple(out_sp), dtype=np.float64)
         for pos in np.ndindex(*out_sp):
-            vals, count = [], 0
-            slices = []
-            for k in range(d):
-                idx = np.arange(a.kernel[k]) * a.dilation[k] + pos[k] * a.strides[k] - a.padding[k]
-                slices.append(idx)
-            grids = np.meshgrid(*slices, indexing="ij")
-            valid = np.ones(grids[0].shape, bool)
-            for k in range(d):
-                valid &= (grids[k] >= 0) & (grids[k] < x.shape[2 + k])
-            coords = [g[valid] for g in grids]
-            window = x[(slice(None), slice(None), *coords)] if coords[0].size else None
-            if kind == "max":
-                out[(slice(None), slice(None), *pos)] = window.max(axis=-1) if window is not None else -np.inf
-            else:
-                if a.count_include_pad:
-                    in_pad = np.ones(grids[0].shape, bool)
-                    for k in range(d):
-                        in_pad &= (grids[k] >= -a.padding[k]) & (grids[k] < x.shape[2 + k] + a.padding[d + k])
-                    count = int(in_pad.sum())
-                else:
-                    count = int(valid.sum())
-                total = window.sum(axis=-1) if window is not None else 0.0
-                out[(slice(None), slice(None), *pos)] = total / max(count, 1)
-                del vals
+            window, count = _window_values(x, a, pos)
+            out[(slice(None), slice(None), *pos)] = reducer(window, count, a)
         return out.astype(x.dtype)
 
     return ref
 
 
+_COMPUTES = {"max": _max_compute, "avg": _avg_compute, "lp": _lp_compute}
+
+
 def _register(kind: str, d: int) -> Op:
-    compute = _max_compute if kind == "max" else _avg_compute
     return register_op(
         f"nn.{kind}_pool{d}d", type_rel=_pool_type, reference=_pool_reference(kind),
-        pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=compute, attrs=PoolAttrs, num_inputs=1,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_COMPUTES[kind], attrs=PoolAttrs, num_inputs=1,
     )
 
 
 max_pool1d, max_pool2d, max_pool3d = (_register("max", d) for d in (1, 2, 3))
+
+
+# ------------------------------------------------- max pooling's Indices
+@dataclass(frozen=True)
+class PoolIndicesAttrs(PoolAttrs):
+    storage_order: int = 0  # 0: row-major spatial index, 1: column-major
+
+
+def _flat_spatial_index(coords: list[E.PrimExpr], shape: tuple[int, ...], column_major: bool) -> E.PrimExpr:
+    order = range(len(coords) - 1, -1, -1) if column_major else range(len(coords))
+    flat: E.PrimExpr = E.const(0, "int64")
+    for k in order:
+        flat = E.add(E.mul(flat, E.const(shape[k], "int64")), E.cast(coords[k], "int64"))
+    return flat
+
+
+def _indices_compute(inputs: list[te.Tensor], attrs: PoolIndicesAttrs, out: TensorType) -> te.Tensor:
+    """The flat input index of each window's first maximum, ONNX MaxPool's
+    second output: one argmax over the window flattened to a single axis."""
+    x = inputs[0]
+    d = len(attrs.kernel)
+    names = ["n", "c", *(f"o{k}" for k in range(d))]
+    r = te.reduce_axis(math.prod(attrs.kernel), "r")
+    lowest = E.const(dt.min_value(x.dtype), x.dtype)
+
+    def window_pos(flat: E.PrimExpr) -> list[E.PrimExpr]:
+        return unravel(flat, attrs.kernel)
+
+    def first_max(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
+        idx, inside = _window(x, attrs, pos, window_pos(r.var))
+        return te.argmax(E.select(inside, x[(n, c, *idx)], lowest), r)
+
+    best = te.compute(out.shape, first_max, name="max_pool_argmax", axis_names=names)
+    spatial = tuple(x.shape[2:])
+
+    def element(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
+        rk = window_pos(E.cast(best[(n, c, *pos)], "int32"))
+        coords = [E.sub(E.add(E.mul(pos[k], attrs.strides[k]), E.mul(rk[k], attrs.dilation[k])), attrs.padding[k])
+                  for k in range(d)]
+        plane = E.add(E.mul(E.cast(n, "int64"), x.shape[1]), E.cast(c, "int64"))
+        return E.add(E.mul(plane, E.const(math.prod(spatial), "int64")),
+                     _flat_spatial_index(coords, spatial, attrs.storage_order == 1))
+
+    return te.compute(out.shape, element, name="max_pool_indices", axis_names=names)
+
+
+def _indices_type(types: tuple[Type, ...], attrs: PoolIndicesAttrs) -> Type:
+    values = _pool_type(types, attrs)
+    assert isinstance(values, TensorType)
+    return TensorType(values.shape, "int64")
+
+
+def _indices_reference(args: list[np.ndarray], a: PoolIndicesAttrs) -> np.ndarray:
+    x = args[0]
+    d = len(a.kernel)
+    out_sp = _out_spatial(x.shape, a)
+    spatial = x.shape[2:]
+    planes = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[:2]) * math.prod(spatial)
+    out = np.zeros(x.shape[:2] + tuple(out_sp), dtype=np.int64)
+    strides = np.cumprod((1,) + spatial[:-1]) if a.storage_order else np.cumprod((1,) + spatial[::-1][:-1])[::-1]
+    for pos in np.ndindex(*out_sp):
+        coords = np.stack(np.meshgrid(
+            *[np.arange(a.kernel[k]) * a.dilation[k] + pos[k] * a.strides[k] - a.padding[k] for k in range(d)],
+            indexing="ij",
+        ), axis=-1).reshape(-1, d)
+        valid = np.all((coords >= 0) & (coords < np.asarray(spatial)), axis=1)
+        coords = coords[valid]
+        first = np.argmax(x[(slice(None), slice(None), *coords.T)], axis=-1)  # first maximum
+        out[(slice(None), slice(None), *pos)] = planes + coords[first] @ np.asarray(strides, dtype=np.int64)
+    return out
+
+
+max_pool_indices = register_op(
+    "nn.max_pool_indices", type_rel=_indices_type, reference=_indices_reference, pattern=OpPattern.OPAQUE,
+    compute=_indices_compute, attrs=PoolIndicesAttrs, num_inputs=1,
+    doc="Flat NC[D]HW index of each max-pooling window's first maximum (ONNX MaxPool's Indices).",
+)
 avg_pool1d, avg_pool2d, avg_pool3d = (_register("avg", d) for d in (1, 2, 3))
 MAX_POOL_BY_RANK = {1: max_pool1d, 2: max_pool2d, 3: max_pool3d}
 AVG_POOL_BY_RANK = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}
+lp_pool1d, lp_pool2d, lp_pool3d = (_register("lp", d) for d in (1, 2, 3))
+LP_POOL_BY_RANK = {1: lp_pool1d, 2: lp_pool2d, 3: lp_pool3d}

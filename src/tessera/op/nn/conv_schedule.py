@@ -1,0 +1,174 @@
+"""Loop schedules shared by the convolution-like kernels (conv, conv_transpose).
+
+Both keep the reduce axes (input channels, kernel taps) outside the output's
+spatial loops, so the innermost loop walks contiguous output elements and gcc
+vectorises it as a scalar-times-vector multiply-add.
+
+* Tiled (the default): the output is computed in tiles of a few output
+  channels by TILE_WIDTH outputs along the last spatial dim. The tile is
+  small, so the lowering accumulates it in a local array, which gcc keeps in
+  registers: a register-blocked micro-kernel that loads each input vector
+  once for several output channels and writes every output once. The tiles
+  are then copied into the NC[D]HW output, and fused epilogues (bias, ReLU,
+  batch-norm scale) run in that copy. A strided convolution first regroups
+  the input's last dim by phase, so its reads stay contiguous.
+* Rows: for kernels whose groups hold a single output channel (depthwise),
+  the reduction updates whole output rows in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ... import te
+from ...tir import expr as E
+
+TILE_WIDTH = 16  # outputs along the last spatial dim per tile (two AVX vectors)
+TILE_CHANNELS = (8, 4, 2)  # output channels per tile, the first that divides a group
+
+# weight(c, rc, taps) -> the weight of output channel c, input channel rc
+# (within the group) and kernel position `taps`.
+WeightReader = Callable[[E.PrimExpr, E.PrimExpr, Sequence[E.PrimExpr]], E.PrimExpr]
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """What the schedules need to know about a convolution."""
+
+    out_shape: tuple[int, ...]  # N, OC, spatial...
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilation: tuple[int, ...]
+    in_channels_per_group: int
+    out_channels_per_group: int
+
+    @property
+    def rank(self) -> int:
+        return len(self.kernel)
+
+    @property
+    def grouped(self) -> bool:
+        return self.out_shape[1] != self.out_channels_per_group
+
+    def tile_channels(self) -> int:
+        """Output channels per tile (a tile never straddles two groups), 1 if none fits."""
+        return next((cb for cb in TILE_CHANNELS if self.out_channels_per_group % cb == 0), 1)
+
+    def tile_overhang(self) -> int:
+        """Extra input columns (at the end of the last dim) the last tile reads."""
+        blocks = -(-self.out_shape[-1] // TILE_WIDTH)
+        return (blocks * TILE_WIDTH - self.out_shape[-1]) * self.strides[-1]
+
+    def uses_tiles(self) -> bool:
+        return self.tile_channels() > 1
+
+    def input_channel(self, c: E.PrimExpr, rc: E.PrimExpr) -> E.PrimExpr:
+        if not self.grouped:
+            return rc
+        group = E.floordiv(c, self.out_channels_per_group)
+        return E.add(E.mul(group, self.in_channels_per_group), rc)
+
+
+def pad_input(data: te.Tensor, begins: tuple[int, ...], ends: tuple[int, ...], value: float,
+              materialize: bool) -> te.Tensor:
+    """`data` padded on its trailing spatial dims (leading dims untouched)."""
+    if not any(begins) and not any(ends):
+        return data
+    lead = data.ndim - len(begins)
+    shape = tuple(data.shape[:lead]) + tuple(
+        data.shape[lead + k] + begins[k] + ends[k] for k in range(len(begins))
+    )
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        inside: E.PrimExpr = E.IntImm(1, "bool")
+        src = list(i[:lead])
+        for k, b in enumerate(begins):
+            idx = i[lead + k]
+            size = data.shape[lead + k]
+            if b or ends[k]:
+                inside = E.logical_and(inside, E.logical_and(E.ge(idx, b), E.lt(idx, b + size)))
+            # Clamp so the read stays in bounds even where the select discards it.
+            src.append(E.minimum(E.maximum(E.sub(idx, b), 0), size - 1) if b or ends[k] else idx)
+        return E.select(inside, data[tuple(src)], E.const(value, data.dtype))
+
+    names = [f"i{k}" for k in range(data.ndim)]
+    return te.compute(shape, element, name="pad", axis_names=names, materialize=materialize)
+
+
+def phase_split(padded: te.Tensor, stride: int) -> te.Tensor:
+    """The last dim regrouped by position modulo `stride`: x[..., i] sits at
+    [..., i % stride, i // stride], so a strided reader walks a phase contiguously."""
+    size = padded.shape[-1]
+    shape = tuple(padded.shape[:-1]) + (stride, -(-size // stride))
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        src = E.add(E.mul(i[-1], stride), i[-2])
+        value = padded[(*i[:-2], E.minimum(src, size - 1))]
+        return E.select(E.lt(src, size), value, E.const(0, padded.dtype))
+
+    return te.compute(shape, element, name="phases", materialize=True)
+
+
+def conv_schedule(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) -> te.Tensor:
+    """out[n, c, *o] = sum over rc, taps of padded[n, in(c, rc), o*s + tap*dil] * weight(c, rc, taps).
+
+    `padded` must be padded for the convolution and, when `g.uses_tiles()`,
+    by `g.tile_overhang()` more columns at the end of its last dim.
+    """
+    if g.uses_tiles():
+        return _tiled(padded, weight, g, name)
+    return _rows(padded, weight, g, name)
+
+
+def _reduce_axes(g: ConvGeometry) -> tuple[te.IterVar, list[te.IterVar]]:
+    return te.reduce_axis(g.in_channels_per_group, "rc"), [te.reduce_axis(k, f"rk{j}") for j, k in enumerate(g.kernel)]
+
+
+def _rows(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) -> te.Tensor:
+    d = g.rank
+    rc, rk = _reduce_axes(g)
+    spatial_names = [f"o{k}" for k in range(d)]
+
+    def element(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
+        idx = [E.add(E.mul(pos[k], g.strides[k]), E.mul(rk[k].var, g.dilation[k])) for k in range(d)]
+        a = padded[(n, g.input_channel(c, rc.var), *idx)]
+        return te.sum(E.mul(a, weight(c, rc.var, [r.var for r in rk])), [rc, *rk])
+
+    order = ["n", "c", "rc", *(r.name for r in rk), *spatial_names]
+    return te.compute(g.out_shape, element, name=name, axis_names=["n", "c", *spatial_names], loop_order=order)
+
+
+def _tiled(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) -> te.Tensor:
+    """Tiles t[n, cb, *o[:-1], wb, ci, wi] with c = cb*CB + ci and o[-1] = wb*W + wi."""
+    d, cb, width = g.rank, g.tile_channels(), TILE_WIDTH
+    stride = g.strides[-1]
+    source = phase_split(padded, stride) if stride > 1 else padded
+    rc, rk = _reduce_axes(g)
+    outer = [f"o{k}" for k in range(d - 1)]
+
+    def element(n: E.Var, cblock: E.Var, *rest: E.Var) -> E.PrimExpr:
+        *pos, wb, ci, wi = rest
+        c = E.add(E.mul(cblock, cb), ci)
+        idx = [E.add(E.mul(pos[k], g.strides[k]), E.mul(rk[k].var, g.dilation[k])) for k in range(d - 1)]
+        column = E.add(E.mul(wb, width), wi)
+        tap = E.mul(rk[-1].var, g.dilation[-1])
+        channel = g.input_channel(E.mul(cblock, cb), rc.var)  # one group per tile
+        if stride > 1:
+            a = source[(n, channel, *idx, E.floormod(tap, stride), E.add(column, E.floordiv(tap, stride)))]
+        else:
+            a = source[(n, channel, *idx, E.add(column, tap))]
+        return te.sum(E.mul(a, weight(c, rc.var, [r.var for r in rk])), [rc, *rk])
+
+    blocks = -(-g.out_shape[-1] // width)
+    shape = (g.out_shape[0], g.out_shape[1] // cb, *g.out_shape[2:-1], blocks, cb, width)
+    order = ["n", "cb", *outer, "wb", "rc", *(r.name for r in rk), "ci", "wi"]
+    tiles = te.compute(shape, element, name=name, axis_names=["n", "cb", *outer, "wb", "ci", "wi"],
+                       loop_order=order)
+
+    def untile(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
+        last = pos[-1]
+        return tiles[(n, E.floordiv(c, cb), *pos[:-1], E.floordiv(last, width), E.floormod(c, cb),
+                      E.floormod(last, width))]
+
+    return te.compute(g.out_shape, untile, name=f"{name}_out", axis_names=["n", "c", *(f"o{k}" for k in range(d))])

@@ -1,0 +1,244 @@
+"""Gathers: operators that read their input at positions held in a tensor.
+
+Indices are run-time data. A negative index counts from the end of its axis
+(ONNX semantics); the wrapped index is then clamped into the axis, so an
+out-of-range index reads the nearest element instead of memory outside the
+buffer. The NumPy references make the same choices, so constant folding and
+compiled code agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import dtype as dt
+from .. import te
+from ..errors import TypeInferenceError
+from ..relay.ty import TensorType, Type
+from ..tir import expr as E
+from ._util import as_tensor, normalize_axis
+from .registry import OpPattern, register_op
+
+
+# ------------------------------------------------------------------ helpers
+def check_indices(t: TensorType, what: str = "indices") -> None:
+    if not dt.is_int(t.dtype):
+        raise TypeInferenceError(f"{what} must have an integer dtype, got {t.dtype}")
+
+
+def wrap_index(value: E.PrimExpr, extent: int) -> E.PrimExpr:
+    """A run-time index into an axis of `extent`: negatives count from the end, then clamp (int32)."""
+    if value.dtype not in ("int32", "int64"):
+        value = E.cast(value, "int64")  # room for `extent`, whatever the index type
+    zero = E.const(0, value.dtype)
+    value = E.add(value, E.select(E.lt(value, zero), E.const(extent, value.dtype), zero))
+    value = E.maximum(E.minimum(value, E.const(max(extent - 1, 0), value.dtype)), zero)
+    return E.cast(value, "int32")
+
+
+def wrap_index_np(indices: np.ndarray, extent: int) -> np.ndarray:
+    """NumPy twin of `wrap_index`."""
+    idx = np.asarray(indices).astype(np.int64)
+    idx = np.where(idx < 0, idx + extent, idx)
+    return np.clip(idx, 0, max(extent - 1, 0))
+
+
+# --------------------------------------------------------------------- take
+@dataclass(frozen=True)
+class TakeAttrs:
+    axis: int = 0
+
+
+def _take_type(types: tuple[Type, ...], attrs: TakeAttrs) -> Type:
+    x, idx = as_tensor(types[0], "data"), as_tensor(types[1], "indices")
+    check_indices(idx)
+    if x.ndim == 0:
+        raise TypeInferenceError("take needs data of rank >= 1, got a scalar")
+    axis = normalize_axis(attrs.axis, x.ndim)
+    if x.shape[axis] == 0 and idx.size:
+        raise TypeInferenceError(f"cannot take {idx.size} elements from an empty axis {axis} of {x.shape}")
+    return TensorType(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype)
+
+
+def _take_ref(args: list[np.ndarray], attrs: TakeAttrs) -> np.ndarray:
+    x, idx = args
+    axis = normalize_axis(attrs.axis, x.ndim)
+    return np.take(x, wrap_index_np(idx, x.shape[axis]), axis=axis)
+
+
+def _take_compute(inputs: list[te.Tensor], attrs: TakeAttrs, out: TensorType) -> te.Tensor:
+    x, idx = inputs
+    axis = normalize_axis(attrs.axis, x.ndim)
+    m = idx.ndim
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        pos = wrap_index(idx[i[axis:axis + m]], x.shape[axis])
+        return x[i[:axis] + (pos,) + i[axis + m:]]
+
+    return te.compute(out.shape, element, name="take")
+
+
+take = register_op(
+    "take", type_rel=_take_type, reference=_take_ref, pattern=OpPattern.INJECTIVE,
+    compute=_take_compute, attrs=TakeAttrs, num_inputs=2,
+    doc="Gather slices along `axis` (ONNX Gather); a 0-d index removes the axis.",
+)
+
+
+# ----------------------------------------------------------- gather_elements
+@dataclass(frozen=True)
+class GatherElementsAttrs:
+    axis: int = 0
+
+
+def _gather_elements_type(types: tuple[Type, ...], attrs: GatherElementsAttrs) -> Type:
+    x, idx = as_tensor(types[0], "data"), as_tensor(types[1], "indices")
+    check_indices(idx)
+    if idx.ndim != x.ndim or x.ndim == 0:
+        raise TypeInferenceError(f"indices must have the rank of data ({x.ndim} >= 1), got shape {idx.shape}")
+    axis = normalize_axis(attrs.axis, x.ndim)
+    for k, (n, m) in enumerate(zip(x.shape, idx.shape)):
+        if k != axis and m > n:
+            raise TypeInferenceError(f"indices shape {idx.shape} exceeds data shape {x.shape} on axis {k}")
+    if x.shape[axis] == 0 and idx.size:
+        raise TypeInferenceError(f"cannot gather from an empty axis {axis} of {x.shape}")
+    return TensorType(idx.shape, x.dtype)
+
+
+def _gather_elements_ref(args: list[np.ndarray], attrs: GatherElementsAttrs) -> np.ndarray:
+    x, idx = args
+    axis = normalize_axis(attrs.axis, x.ndim)
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[axis] = wrap_index_np(idx, x.shape[axis])
+    return x[tuple(grid)]
+
+
+def _gather_elements_compute(inputs: list[te.Tensor], attrs: GatherElementsAttrs, out: TensorType) -> te.Tensor:
+    x, idx = inputs
+    axis = normalize_axis(attrs.axis, x.ndim)
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        pos = wrap_index(idx[i], x.shape[axis])
+        return x[i[:axis] + (pos,) + i[axis + 1:]]
+
+    return te.compute(out.shape, element, name="gather_elements")
+
+
+gather_elements = register_op(
+    "gather_elements", type_rel=_gather_elements_type, reference=_gather_elements_ref,
+    pattern=OpPattern.INJECTIVE, compute=_gather_elements_compute, attrs=GatherElementsAttrs, num_inputs=2,
+)
+
+
+# ---------------------------------------------------------------- gather_nd
+@dataclass(frozen=True)
+class GatherNDAttrs:
+    batch_dims: int = 0
+
+
+def _gather_nd_dims(x: TensorType, idx: TensorType, b: int) -> int:
+    """Checks shapes; returns q, the length of one index tuple."""
+    check_indices(idx)
+    if idx.ndim < 1:
+        raise TypeInferenceError("gather_nd indices need at least 1 dimension")
+    q = idx.shape[-1]
+    if not 0 <= b < min(x.ndim, idx.ndim):
+        raise TypeInferenceError(f"batch_dims {b} out of range for data {x.shape} and indices {idx.shape}")
+    if not 1 <= q <= x.ndim - b:
+        raise TypeInferenceError(f"index tuples of length {q} do not fit data {x.shape} with batch_dims {b}")
+    if x.shape[:b] != idx.shape[:b]:
+        raise TypeInferenceError(f"batch dims of data {x.shape} and indices {idx.shape} differ")
+    return q
+
+
+def _gather_nd_type(types: tuple[Type, ...], attrs: GatherNDAttrs) -> Type:
+    x, idx = as_tensor(types[0], "data"), as_tensor(types[1], "indices")
+    q = _gather_nd_dims(x, idx, attrs.batch_dims)
+    return TensorType(idx.shape[:-1] + x.shape[attrs.batch_dims + q:], x.dtype)
+
+
+def _gather_nd_ref(args: list[np.ndarray], attrs: GatherNDAttrs) -> np.ndarray:
+    x, idx = args
+    b, q = attrs.batch_dims, idx.shape[-1]
+    out = np.empty(idx.shape[:-1] + x.shape[b + q:], dtype=x.dtype)
+    for pos in np.ndindex(idx.shape[:-1]):
+        tup = tuple(int(wrap_index_np(v, x.shape[b + k])) for k, v in enumerate(idx[pos]))
+        out[pos] = x[pos[:b] + tup]
+    return out
+
+
+def _gather_nd_compute(inputs: list[te.Tensor], attrs: GatherNDAttrs, out: TensorType) -> te.Tensor:
+    x, idx = inputs
+    b, q = attrs.batch_dims, idx.shape[-1]
+    m = idx.ndim - 1  # output dims that come from the indices
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        tup = tuple(wrap_index(idx[i[:m] + (k,)], x.shape[b + k]) for k in range(q))
+        return x[i[:b] + tup + i[m:]]
+
+    return te.compute(out.shape, element, name="gather_nd")
+
+
+gather_nd = register_op(
+    "gather_nd", type_rel=_gather_nd_type, reference=_gather_nd_ref, pattern=OpPattern.INJECTIVE,
+    compute=_gather_nd_compute, attrs=GatherNDAttrs, num_inputs=2,
+)
+
+
+# --------------------------------------------------------- reverse_sequence
+@dataclass(frozen=True)
+class ReverseSequenceAttrs:
+    time_axis: int = 0
+    batch_axis: int = 1
+
+
+def _reverse_sequence_axes(x: TensorType, attrs: ReverseSequenceAttrs) -> tuple[int, int]:
+    t = normalize_axis(attrs.time_axis, x.ndim, "time_axis")
+    b = normalize_axis(attrs.batch_axis, x.ndim, "batch_axis")
+    if t == b:
+        raise TypeInferenceError(f"time_axis and batch_axis must differ, both are {t}")
+    return t, b
+
+
+def _reverse_sequence_type(types: tuple[Type, ...], attrs: ReverseSequenceAttrs) -> Type:
+    x, lens = as_tensor(types[0], "data"), as_tensor(types[1], "sequence_lens")
+    check_indices(lens, "sequence_lens")
+    _, b = _reverse_sequence_axes(x, attrs)
+    if lens.shape != (x.shape[b],):
+        raise TypeInferenceError(f"sequence_lens must have shape ({x.shape[b]},), got {lens.shape}")
+    return x
+
+
+def _reverse_sequence_ref(args: list[np.ndarray], attrs: ReverseSequenceAttrs) -> np.ndarray:
+    x, lens = args
+    t, b = _reverse_sequence_axes(TensorType(x.shape, x.dtype.name), attrs)
+    out = x.copy()
+    for k, n in enumerate(np.clip(lens.astype(np.int64), 0, x.shape[t])):
+        src = [slice(None)] * x.ndim
+        src[b], src[t] = k, slice(0, n)
+        dst = list(src)
+        dst[t] = slice(n - 1, None, -1) if n else slice(0, 0)
+        out[tuple(dst)] = x[tuple(src)]
+    return out
+
+
+def _reverse_sequence_compute(inputs: list[te.Tensor], attrs: ReverseSequenceAttrs, out: TensorType) -> te.Tensor:
+    x, lens = inputs
+    t, b = _reverse_sequence_axes(TensorType(x.shape, x.dtype), attrs)
+    steps = x.shape[t]
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        n = E.cast(lens[(i[b],)], "int64")
+        n = E.cast(E.minimum(E.maximum(n, E.const(0, "int64")), E.const(steps, "int64")), "int32")
+        src = E.select(E.lt(i[t], n), E.sub(E.sub(n, 1), i[t]), i[t])
+        return x[i[:t] + (src,) + i[t + 1:]]
+
+    return te.compute(out.shape, element, name="reverse_sequence")
+
+
+reverse_sequence = register_op(
+    "reverse_sequence", type_rel=_reverse_sequence_type, reference=_reverse_sequence_ref,
+    pattern=OpPattern.INJECTIVE, compute=_reverse_sequence_compute, attrs=ReverseSequenceAttrs, num_inputs=2,
+)
