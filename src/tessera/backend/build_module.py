@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from ..errors import TesseraError
+from ..errors import TesseraError, did_you_mean
 from ..relay.expr import Constant, Function, Var
 from ..relay.module import IRModule
 from ..relay.visitor import substitute
@@ -62,14 +64,55 @@ def as_target(target: TargetLike | None) -> Target:
     return target if isinstance(target, Target) else Target(target)
 
 
-def partition(mod: IRModule, target: Target, ctx: PassContext, say: Progress) -> IRModule:
+def partition(mod: IRModule, target: Target, ctx: PassContext, say: Progress, prefix: str) -> IRModule:
     """Run the partition pipeline for each accelerator, in the target's order."""
     accelerators = target.accelerators
     check_pins(mod.main, [HOST, *(a.kind.name for a in accelerators)])
     for accel in accelerators:
         say(f"partitioning for {accel.kind.name}")
-        mod = partition_for(mod, accel, ctx)
+        mod = partition_for(mod, accel, ctx, prefix)
     return RemovePins()(mod, ctx)
+
+
+@dataclass
+class Lowered:
+    """A module after the shared part of the pipeline: every kernel is TIR."""
+
+    mod: IRModule
+    partitioned: IRModule
+    target: Target
+    externals: list
+    owned_constants: dict
+    started: float
+
+
+EXECUTORS = ("graph", "aot")
+
+
+def lower_to_tir(mod: IRModule | Function, target: Target, params, ctx: PassContext, say: Progress,
+                 mod_name: str) -> Lowered:
+    if isinstance(mod, Function):
+        mod = IRModule.from_expr(mod)
+    t0 = time.perf_counter()
+    prefix = f"tsgen_{mod_name}_"
+    if params:
+        mod = mod.with_function("main", bind_params(mod.main, params))
+    say("optimising graph")
+    mod = optimize(mod, ctx)
+    mod = partition(mod, target, ctx, say, prefix)
+    mod = FuseOps()(mod, ctx)
+    partitioned = mod
+    mod = run_relay_to_tir(mod, [*target.accelerators, target.host], ctx)
+    externals, owned = run_relay_to_runtime(mod, target.accelerators)
+    say("lowering kernels to loops")
+    mod = LowerTE(prefix)(mod, ctx)
+    return Lowered(mod, partitioned, target, externals, owned, t0)
+
+
+def check_mod_name(mod_name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", mod_name):
+        raise TesseraError(f"mod_name {mod_name!r} must be a C identifier (letters, digits, underscore)")
+    return mod_name
 
 
 def build(
@@ -78,40 +121,40 @@ def build(
     params: Optional[Mapping[str, np.ndarray]] = None,
     ctx: Optional[PassContext] = None,
     progress: Optional[Progress] = None,
-) -> GraphExecutorLibrary:
-    """Compile a Relay module for the graph executor.
+    executor: str = "graph",
+    mod_name: str = "default",
+):
+    """Compile a Relay module.
 
-    `target` is a Target, a target string ("c", "c -march=skylake") or an
+    `target` is a Target, a target string ("c", "c -mcpu=cortex-m7") or an
     alias ("blas"); the build reads its toolchain, code generators, hooks and
     accelerators (partitioned in order) from it. `params` are bound as
-    constants before optimisation (so weights fold); they come back as the
-    library's parameters.
+    constants before optimisation (so weights fold). `executor="graph"`
+    returns a library for the graph executor on this machine;
+    `executor="aot"` returns standalone C for any machine (an AotLibrary),
+    with symbols prefixed `tsgen_<mod_name>_`.
     """
     say = progress or (lambda msg: None)
     ctx = ctx or PassContext.current()
     target = as_target(target)
+    check_mod_name(mod_name)
+    if executor not in EXECUTORS:
+        raise TesseraError(f"unknown executor {executor!r}{did_you_mean(executor, EXECUTORS)}; valid: {', '.join(EXECUTORS)}")
     host = target.host
     toolchain = host.kind.get_attr("toolchain")(host)
-    if not toolchain.is_host:
+    if executor == "graph" and not toolchain.is_host:
         raise TesseraError(
             f"target {host} builds code for another machine; the graph executor runs in this process. "
-            "Use the AOT executor for microcontroller targets."
+            "Use executor='aot' for microcontroller targets."
         )
-    if isinstance(mod, Function):
-        mod = IRModule.from_expr(mod)
-    t0 = time.perf_counter()
-    if params:
-        mod = mod.with_function("main", bind_params(mod.main, params))
-    say("optimising graph")
-    mod = optimize(mod, ctx)
-    mod = partition(mod, target, ctx, say)
-    mod = FuseOps()(mod, ctx)
-    partitioned = mod
-    targets = [*target.accelerators, host]
-    mod = run_relay_to_tir(mod, targets, ctx)
-    externals, owned_constants = run_relay_to_runtime(mod, target.accelerators)
-    say("lowering kernels to loops")
-    mod = LowerTE()(mod, ctx)
+    lowered = lower_to_tir(mod, target, params, ctx, say, mod_name)
+    if executor == "aot":
+        return build_aot(lowered, toolchain, mod_name, say)
+    return build_graph(lowered, say)
+
+
+def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
+    mod, host = lowered.mod, lowered.target.host
     say("generating C")
     plan = _GraphBuilder(mod).build()
     modules = [tir_to_runtime(sub, t) for t, sub in split_by_target(mod, host).items()]
@@ -119,8 +162,39 @@ def build(
     if host_module is None:
         host_module = tir_to_runtime(IRModule({}), host)
     host_module.imports.extend(m for m in modules if m is not host_module)
-    python_seconds = time.perf_counter() - t0
+    python_seconds = time.perf_counter() - lowered.started
     say(f"compiling {len(host_module.units())} C translation units")
-    lib = GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, externals, owned_constants)
-    lib.partitioned_mod = partitioned
+    lib = GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, lowered.externals,
+                                       lowered.owned_constants)
+    lib.partitioned_mod = lowered.partitioned
+    return lib
+
+
+def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
+    from ..codegen.c_source import CodeGenC
+    from ..relay.printer import module_str
+    from .aot.executor import build_executor
+    from .aot.library import AotLibrary
+    from .aot.plan import build_program
+
+    if lowered.externals:
+        names = ", ".join(sorted(f for m in lowered.externals for f in m.function_names()))
+        raise TesseraError(f"the AOT executor runs C kernels only; partitions {names} were compiled into "
+                           "external runtime modules (RelayToRuntime). Use the graph executor for them.")
+    mod, host = lowered.mod, lowered.target.host
+    say("planning memory")
+    program = build_program(mod, mod_name)
+    say("generating C")
+    sources = [s for t, sub in split_by_target(mod, host).items() for s in tir_to_runtime(sub, t).sources]
+    gen = CodeGenC()
+    for func in program.kernels.values():
+        gen.declare(func)
+    gen.add_function(build_executor(program))
+    from ..target.toolchain import SourceFile
+
+    sources.append(SourceFile(f"tsgen_{mod_name}_executor.c", gen.source()))
+    sources = [SourceFile(f"tsgen_{mod_name}_{s.name}" if not s.name.startswith("tsgen_") else s.name, s.text)
+               for s in sources]
+    lib = AotLibrary(program, lowered.target, toolchain, sources, module_str(lowered.partitioned),
+                     time.perf_counter() - lowered.started)
     return lib

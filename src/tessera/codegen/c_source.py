@@ -77,6 +77,7 @@ class CodeGenC:
         self._functions: list[str] = []
         self._uses_workspace = False
         self._exported: list[str] = []
+        self._declarations: list[str] = []
 
     # ------------------------------------------------------------ public API
     def add_function(self, func: S.PrimFunc) -> None:
@@ -87,8 +88,14 @@ class CodeGenC:
     def function_names(self) -> list[str]:
         return list(self._exported)
 
+    def declare(self, func: S.PrimFunc) -> None:
+        """Declare a function this unit calls but another defines (e.g. kernels called by the executor)."""
+        self._declarations.append(prototype(func))
+
     def source(self) -> str:
         parts = ["\n".join(self.preamble_lines())]
+        if self._declarations:
+            parts.append("\n".join(self._declarations))
         if self._helpers:
             parts.append("\n".join(self._helpers.values()))
         parts.extend(self._functions)
@@ -130,6 +137,20 @@ class CodeGenC:
         self._uses_workspace = True
 
 
+def _param_decls(func: S.PrimFunc, name_of) -> list[str]:
+    params = []
+    for k, buf in enumerate(func.params):
+        const = "const " if k < func.num_inputs else ""
+        params.append(f"{const}{dt.c_type(buf.dtype)}* restrict {name_of(buf)}")
+    return params
+
+
+def prototype(func: S.PrimFunc) -> str:
+    ns = Namespace()
+    params = _param_decls(func, lambda b: ns.name_of(b, b.name))
+    return f"int32_t {func.name}({', '.join(params) or 'void'});"
+
+
 class _FunctionWriter:
     def __init__(self, gen: CodeGenC, func: S.PrimFunc) -> None:
         self.gen = gen
@@ -139,14 +160,12 @@ class _FunctionWriter:
         self.indent = 1
         self.nonneg: set[int] = set()  # ids of variables known to be >= 0
         self.scalars: set[int] = set()  # ids of 1-element local buffers held in scalars
+        self.const_buffers: set[int] = set()  # ids of read-only parameters
 
     def write(self) -> None:
         f = self.func
-        params = []
-        for k, buf in enumerate(f.params):
-            name = self.ns.name_of(buf, buf.name)
-            const = "const " if k < f.num_inputs else ""
-            params.append(f"{const}{dt.c_type(buf.dtype)}* restrict {name}")
+        self.const_buffers.update(id(b) for b in f.params[: f.num_inputs])
+        params = _param_decls(f, lambda b: self.ns.name_of(b, b.name))
         name = self.ns.fresh(f.name)
         if name != f.name:
             raise CompileError(f"kernel name {f.name!r} is not a valid C identifier")
@@ -189,7 +208,10 @@ class _FunctionWriter:
         self.emit(f"{self.lvalue(s.buffer, s.indices)} = {self.expr(s.value)};")
 
     def _if(self, s: S.IfThenElse) -> None:
-        self.emit(f"if ({self.expr(s.cond)}) {{")
+        cond = self.expr(s.cond)
+        if cond.startswith("(") and cond.endswith(")") and _balanced(cond[1:-1]):
+            cond = cond[1:-1]
+        self.emit(f"if ({cond}) {{")
         self.indent += 1
         self.stmt(s.then_case)
         self.indent -= 1
@@ -229,6 +251,9 @@ class _FunctionWriter:
     def _evaluate(self, s: S.Evaluate) -> None:
         self.emit(f"{self.expr(s.value)};")
 
+    def _return(self, s: S.Return) -> None:
+        self.emit(f"return {self.expr(s.value)};")
+
     # ----------------------------------------------------------- expressions
     def lvalue(self, buf: Buffer, indices: Iterable[E.PrimExpr]) -> str:
         name = self.ns.name_of(buf.root, buf.root.name)
@@ -266,7 +291,13 @@ class _FunctionWriter:
         return self.lvalue(e.buffer, e.indices)
 
     def _buffer_ptr(self, e: E.BufferPtr) -> str:
-        name = self.ns.name_of(e.buffer.root, e.buffer.root.name)
+        buf, root = e.buffer, e.buffer.root
+        name = self.ns.name_of(root, root.name)
+        if buf.dtype != root.dtype or buf.total_byte_offset:
+            # a typed region of a byte pool: offset in bytes, then cast
+            const = "const " if id(root) in self.const_buffers else ""
+            base = f"({name} + {buf.total_byte_offset})" if buf.total_byte_offset else name
+            name = f"(({const}{dt.c_type(buf.dtype)}*){base})"
         if E.is_const(e.offset, 0):
             return name
         return f"({name} + {self.expr(e.offset)})"
@@ -339,6 +370,17 @@ class _FunctionWriter:
         raise CompileError(f"C codegen: unsupported intrinsic {e.func}")
 
 
+def _balanced(text: str) -> bool:
+    """True when `text` has no parenthesis closing before it opened (so outer ones can go)."""
+    depth = 0
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def _float_fn(name: str, dtype: str) -> str:
     return name + "f" if dtype == "float32" else name
 
@@ -351,6 +393,7 @@ _STMT_HANDLERS: dict[type, Callable[[_FunctionWriter, S.Stmt], None]] = {
     S.Allocate: _FunctionWriter._allocate,
     S.LetStmt: _FunctionWriter._let,
     S.Evaluate: _FunctionWriter._evaluate,
+    S.Return: _FunctionWriter._return,
 }
 _EXPR_HANDLERS: dict[type, Callable[[_FunctionWriter, E.PrimExpr], str]] = {
     E.Var: _FunctionWriter._var,

@@ -23,6 +23,7 @@ class Buffer:
     dtype: str
     scope: Scope = Scope.GLOBAL
     base: "Buffer | None" = None  # set on views: the buffer whose memory this one reads
+    byte_offset: int = 0  # where a view starts inside its base (views of a memory pool)
 
     @property
     def root(self) -> "Buffer":
@@ -34,6 +35,18 @@ class Buffer:
         if math.prod(shape) != self.size:
             raise ValueError(f"cannot view {self.name} {self.shape} as {shape}")
         return Buffer(self.name, tuple(shape), self.dtype, self.scope, self)
+
+    def region(self, name: str, shape: tuple[int, ...], dtype: str, byte_offset: int) -> "Buffer":
+        """A typed tensor living at `byte_offset` inside this (byte) buffer."""
+        view = Buffer(name, tuple(shape), dtype, self.scope, self, byte_offset)
+        if byte_offset < 0 or byte_offset + view.nbytes > self.nbytes:
+            raise ValueError(f"region {name} [{byte_offset}, {byte_offset + view.nbytes}) outside {self.name}")
+        return view
+
+    @property
+    def total_byte_offset(self) -> int:
+        """Offset of this buffer's first element inside its root."""
+        return self.byte_offset + (self.base.total_byte_offset if self.base is not None else 0)
 
     def flat(self) -> "Buffer":
         return self if len(self.shape) == 1 else self.view((self.size,))

@@ -83,6 +83,8 @@ def map_stmt_exprs(s: S.Stmt, fn: Callable[[E.PrimExpr], E.PrimExpr]) -> S.Stmt:
         return S.LetStmt(s.var, fn(s.value), map_stmt_exprs(s.body, fn))
     if isinstance(s, S.Evaluate):
         return S.Evaluate(fn(s.value))
+    if isinstance(s, S.Return):
+        return S.Return(fn(s.value))
     raise TypeError(f"unknown statement {type(s).__name__}")
 
 

@@ -62,6 +62,8 @@ def stmt_lines(s: S.Stmt, indent: int = 0) -> list[str]:
         return [f"{pad}{s.var.name} = {expr_str(s.value)}", *stmt_lines(s.body, indent)]
     if isinstance(s, S.Evaluate):
         return [f"{pad}{expr_str(s.value)}"]
+    if isinstance(s, S.Return):
+        return [f"{pad}return {expr_str(s.value)}"]
     return [f"{pad}{s!r}"]
 
 

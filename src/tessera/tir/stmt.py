@@ -77,6 +77,13 @@ class Evaluate(Stmt):
     value: PrimExpr
 
 
+@dataclass(frozen=True, eq=False, slots=True)
+class Return(Stmt):
+    """Leave the function with a status code (0 is success)."""
+
+    value: PrimExpr
+
+
 def seq(*stmts: Stmt | None) -> Stmt:
     """A statement sequence, flattened, with empty parts dropped."""
     flat: list[Stmt] = []

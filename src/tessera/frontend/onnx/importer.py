@@ -24,7 +24,7 @@ import onnx
 from onnx import numpy_helper
 
 from ...errors import ConversionError, TesseraError
-from ...relay.expr import Constant, Expr, Function, Tuple, TupleGetItem, Var
+from ...relay.expr import Constant, Expr, FuncAttrs, Function, Tuple, TupleGetItem, Var
 from ...relay.module import IRModule
 from ...relay.ty import TensorType
 from ...relay.visitor import free_vars, substitute
@@ -233,7 +233,8 @@ class GraphImporter:
         body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
         used = {id(v) for v in free_vars(body)}
         params = [v for v in self.param_vars if id(v) in used]
-        func = Function(tuple(self.input_vars + params), body)
+        attrs = FuncAttrs(extra={"output_names": tuple(sanitize_name(o.name) for o in self.graph.output)})
+        func = Function(tuple(self.input_vars + params), body, attrs=attrs)
         func = infer_expr(func)
         param_values = {v.name_hint: self.params[v.name_hint] for v in params}
         return IRModule.from_expr(func), param_values  # type: ignore[arg-type]

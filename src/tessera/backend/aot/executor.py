@@ -1,0 +1,60 @@
+"""The executor as TIR: one function that calls every kernel in order.
+
+    int32_t tsgen_<model>_run_model(const T* input..., T* output...,
+                                    uint8_t* pool, const uint8_t* params)
+
+Arguments of each call are typed views into the pool (intermediates), the
+params blob (weights) or the model's own input and output buffers. A kernel
+returning non-zero stops the run with its status. Printed by the same C
+code generator as the kernels.
+"""
+
+from __future__ import annotations
+
+from ...codegen.names import sanitize
+from ...tir import expr as E
+from ...tir import stmt as S
+from ...tir.buffer import Buffer
+from .plan import AotProgram, Role, Step, Tensor
+
+
+def executor_name(program: AotProgram) -> str:
+    return f"tsgen_{program.name}_run_model"
+
+
+class _Executor:
+    def __init__(self, program: AotProgram) -> None:
+        self.program = program
+        self.pool = Buffer("pool", (max(program.pool_size, 1),), "uint8")
+        self.params = Buffer("params", (max(program.params_size, 1),), "uint8")
+        self.io: dict[int, Buffer] = {}
+        for t in program.inputs + program.outputs:
+            self.io[id(t)] = Buffer(sanitize(t.name), t.type.shape, t.type.dtype)
+
+    def buffer(self, t: Tensor) -> Buffer:
+        if t.role in (Role.INPUT, Role.OUTPUT):
+            return self.io[id(t)]
+        base = self.pool if t.role is Role.INTERMEDIATE else self.params
+        return base.region(t.name, t.type.shape, t.type.dtype, t.offset)
+
+    def call(self, step: Step, index: int) -> S.Stmt:
+        if step.kernel == "copy":
+            src, dst = (self.buffer(t).flat() for t in step.args)
+            i = E.Var("i")
+            return S.For(i, E.IntImm(src.size), S.BufferStore(dst, E.BufferLoad(src, (i,), src.dtype), (i,)))
+        ptrs = [E.BufferPtr(self.buffer(t), E.IntImm(0)) for t in step.args]
+        status = E.Var("status")
+        return S.LetStmt(status, E.call(step.kernel, ptrs, "int32"),
+                         S.IfThenElse(E.ne(status, E.IntImm(0)), S.Return(status)))
+
+    def run(self) -> S.PrimFunc:
+        body = S.seq(*(self.call(step, k) for k, step in enumerate(self.program.steps)))
+        ins = [self.io[id(t)] for t in self.program.inputs]
+        outs = [self.io[id(t)] for t in self.program.outputs]
+        # the params blob is read-only: list it among the inputs so it is `const`
+        params = (*ins, self.params, *outs, self.pool)
+        return S.PrimFunc(executor_name(self.program), params, body, len(ins) + 1)
+
+
+def build_executor(program: AotProgram) -> S.PrimFunc:
+    return _Executor(program).run()

@@ -1,0 +1,50 @@
+/*
+ * tessera C runtime API: what applications and generated entry points share.
+ *
+ * A TSTensor describes one argument of the packed interface; the status codes
+ * are what generated functions return (0 is success).
+ */
+#ifndef TESSERA_C_RUNTIME_API_H_
+#define TESSERA_C_RUNTIME_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  TS_DTYPE_INT = 0,
+  TS_DTYPE_UINT = 1,
+  TS_DTYPE_FLOAT = 2,
+  TS_DTYPE_BOOL = 3,
+} TSDTypeCode;
+
+/* A dense row-major tensor argument. */
+typedef struct {
+  void* data;
+  const int64_t* shape;
+  int32_t ndim;
+  uint8_t dtype_code; /* a TSDTypeCode */
+  uint8_t dtype_bits;
+} TSTensor;
+
+typedef enum {
+  TS_OK = 0,
+  TS_ERROR_KERNEL = -1,       /* a kernel could not get its scratch memory */
+  TS_ERROR_ARG_COUNT = -2,    /* packed call: wrong number of arguments */
+  TS_ERROR_ARG_TYPE = -3,     /* packed call: an argument has the wrong dtype */
+  TS_ERROR_ARG_SHAPE = -4,    /* packed call: an argument has the wrong shape */
+  TS_ERROR_NULL_POINTER = -5, /* a pool or tensor pointer is NULL */
+} TSStatus;
+
+/* Gives the workspace allocator `size` bytes at `base` (16-byte aligned) for
+ * the kernels of one run; generated entry points call it before running. */
+void TSWorkspaceInit(void* base, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_C_RUNTIME_API_H_ */
