@@ -40,7 +40,7 @@ def _conv_model():
 
 def test_conv_becomes_an_sgemm_call_with_visible_scratch():
     lib = tessera.build(_conv_model(), target="blas")
-    (kernel,) = [f for gv, f in lib.ir_mod.items() if gv.name_hint.startswith("tsgen_blas")]
+    (kernel,) = [f for gv, f in lib.ir_mod.items() if gv.name_hint.startswith("tsgen_default_blas")]
     stmts = list(S.walk_stmts(kernel.body))
     allocs = [s for s in stmts if isinstance(s, S.Allocate)]
     calls = [e for s in stmts if isinstance(s, S.Evaluate) for e in walk_expr(s.value)
