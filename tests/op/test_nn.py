@@ -133,6 +133,17 @@ def test_conv_tiled_schedule(strides: tuple, dilation: tuple, groups: int) -> No
                                                groups=groups), x, w, rtol=1e-4)
 
 
+def test_conv_and_matmul_use_register_tiles() -> None:
+    """The tiled schedules accumulate in a local array (registers), not in memory."""
+    x = relay.Var("x", relay.TensorType((1, 8, 10, 20), "float32"))
+    w = relay.Var("w", relay.TensorType((16, 8, 3, 3), "float32"))
+    a = relay.Var("a", relay.TensorType((32, 32), "float32"))
+    body = relay.Tuple((conv.conv2d(x, w, strides=(1, 1), padding=(1,) * 4, dilation=(1, 1)), matmul.matmul(a, a)))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((x, w, a), body)))
+    source = "".join(lib.c_sources.values())
+    assert "float conv2d_tile[128];" in source and "float matmul_tile[" in source
+
+
 def test_conv_rejects_channel_mismatch() -> None:
     x = relay.Var("x", relay.TensorType((1, 3, 8, 8), "float32"))
     w = relay.Var("w", relay.TensorType((4, 2, 3, 3), "float32"))
@@ -249,7 +260,8 @@ def test_softmax_rejects_bad_axis() -> None:
 
 # ---------------------------------------------------------- matrix products
 @pytest.mark.parametrize("a_shape,b_shape", [((3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (2, 4, 3)),
-                                             ((2, 3, 4), (4,))])
+                                             ((2, 3, 4), (4,)),
+                                             ((12, 7), (7, 32)), ((2, 1, 8, 5), (3, 5, 24))])  # register tiles
 def test_matmul(a_shape: tuple, b_shape: tuple) -> None:
     compile_and_check(matmul.matmul, randn(*a_shape), randn(*b_shape))
 

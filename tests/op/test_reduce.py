@@ -53,7 +53,7 @@ def test_reductions(op, axes: tuple, keepdims: bool) -> None:
 def test_integer_reductions(dtype: str) -> None:
     x = RNG.integers(0, 9, size=(4, 6)).astype(dtype)
     for op in (red.sum, red.max, red.min):
-        compile_and_check(lambda v: op(v, axes=(1,), keepdims=False), x)
+        compile_and_check(lambda v, op=op: op(v, axes=(1,), keepdims=False), x)
 
 
 def test_bool_max_min() -> None:

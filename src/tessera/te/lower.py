@@ -14,11 +14,14 @@ Policy, in the order the decisions are made:
 A reduction's loops follow its `loop_order`. When reduce axes are innermost
 the value accumulates in a local scalar; when a schedule moves them outward
 (so the innermost loop runs along contiguous output elements and gcc can
-vectorise it), the output is initialised first and updated in place.
+vectorise it), the output is initialised first and updated in place, or,
+for a stage marked `register_tile` whose inner loops cover a small tile,
+accumulated in a local array that gcc keeps in registers.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from .. import dtype as dt
@@ -28,6 +31,10 @@ from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
 from ..tir.functor import map_expr, substitute, walk_expr
 from .tensor import Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
+
+# The largest register tile (see `te.compute(register_tile=True)`) kept in a
+# local array; a larger one accumulates in the output buffer as usual.
+LOCAL_TILE_ELEMENTS = 256
 
 
 def lower(
@@ -256,6 +263,8 @@ class _Lowering:
             core = self._accumulate_locally(op, reduce, source, inner, buf, index)
         elif reduce.combiner in (Combiner.ARGMAX, Combiner.ARGMIN):
             raise CompileError(f"stage {op.name}: arg-reductions need their reduce axis innermost")
+        elif op.register_tile and math.prod(a.extent for a in inner_spatial) <= LOCAL_TILE_ELEMENTS:
+            core = self._accumulate_tile(op, reduce, source, inner, inner_spatial, buf, index)
         else:
             init = _loop_nest(inner_spatial, S.BufferStore(buf, _init_value(reduce), index))
             acc = E.BufferLoad(buf, index, buf.dtype)
@@ -282,6 +291,22 @@ class _Lowering:
             S.BufferStore(buf, E.cast(acc, buf.dtype), index),
         )
         return S.Allocate(acc_buf, body)
+
+    def _accumulate_tile(
+        self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr, inner: list[IterVar],
+        inner_spatial: list[IterVar], buf: Buffer, index: tuple[E.Var, ...],
+    ) -> S.Stmt:
+        """A small tile of outputs accumulated in a local array: once gcc
+        unrolls the tile loops the accumulators live in registers (a
+        register-blocked micro-kernel), and the output is written once."""
+        tile = Buffer(f"{op.name}_tile", tuple(a.extent for a in inner_spatial), reduce.source.dtype, Scope.LOCAL)
+        at = tuple(a.var for a in inner_spatial)
+        acc = E.BufferLoad(tile, at, tile.dtype)
+        return S.Allocate(tile, S.seq(
+            _loop_nest(inner_spatial, S.BufferStore(tile, _init_value(reduce), at)),
+            _loop_nest(inner, S.BufferStore(tile, _combine(reduce, acc, source), at)),
+            _loop_nest(inner_spatial, S.BufferStore(buf, E.cast(acc, buf.dtype), index)),
+        ))
 
     def _arg_reduce(
         self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr,

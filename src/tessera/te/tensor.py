@@ -69,6 +69,7 @@ class ComputeOp:
     body: E.PrimExpr
     loop_order: tuple[str, ...] | None = None  # axis names, outermost first
     materialize: bool = False  # keep in a buffer even when it could be inlined
+    register_tile: bool = False  # accumulate the spatial loops inside the reduction in a local array
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -142,11 +143,14 @@ def compute(
     axis_names: Sequence[str] | None = None,
     loop_order: Sequence[str] | None = None,
     materialize: bool = False,
+    register_tile: bool = False,
 ) -> Tensor:
     """A tensor whose element at index `i` is `fcompute(*i)`.
 
     `axis_names` names the spatial loops so `loop_order` can mention them
-    next to the reduce axes' names.
+    next to the reduce axes' names. `register_tile`: the spatial loops that
+    `loop_order` puts inside the reduce axes form a small tile accumulated in
+    a local array (registers) rather than in the output buffer.
     """
     names = list(axis_names) if axis_names is not None else [f"i{k}" for k in range(len(shape))]
     if len(names) != len(shape):
@@ -164,7 +168,7 @@ def compute(
         }
         if set(order) != known or len(order) != len(known):
             raise ValueError(f"loop_order {order} must list exactly the axes {sorted(known)}")
-    return Tensor(ComputeOp(name, axes, body, order, materialize))
+    return Tensor(ComputeOp(name, axes, body, order, materialize, register_tile))
 
 
 def reduce_axis(extent: int, name: str = "k") -> IterVar:

@@ -75,7 +75,7 @@ def conv_reference(args: list[np.ndarray], attrs: ConvAttrs) -> np.ndarray:
     d = x.ndim - 2
     pads = [(0, 0), (0, 0)] + [(attrs.padding[k], attrs.padding[d + k]) for k in range(d)]
     xp = np.pad(x, pads)
-    n, c = x.shape[:2]
+    n = x.shape[0]
     oc, icpg = w.shape[:2]
     g = attrs.groups
     ocpg = oc // g

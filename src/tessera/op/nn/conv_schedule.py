@@ -164,7 +164,7 @@ def _tiled(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) 
     shape = (g.out_shape[0], g.out_shape[1] // cb, *g.out_shape[2:-1], blocks, cb, width)
     order = ["n", "cb", *outer, "wb", "rc", *(r.name for r in rk), "ci", "wi"]
     tiles = te.compute(shape, element, name=name, axis_names=["n", "cb", *outer, "wb", "ci", "wi"],
-                       loop_order=order)
+                       loop_order=order, register_tile=True)
 
     def untile(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
         last = pos[-1]

@@ -45,7 +45,12 @@ TILE_ROWS = (6, 4, 3, 2)
 TILE_COLS = (16, 8)
 
 
+MIN_TILED_ROWS = 8  # fewer rows would not pay for regrouping B into panels
+
+
 def _tile(m: int, n: int) -> tuple[int, int] | None:
+    if m < MIN_TILED_ROWS:
+        return None
     rows = next((r for r in TILE_ROWS if m % r == 0), None)
     cols = next((c for c in TILE_COLS if n % c == 0), None)
     return (rows, cols) if rows and cols else None
@@ -55,6 +60,20 @@ def _operand_indices(batch: list[E.PrimExpr], shape: tuple[int, ...], tail: list
     return tuple(list(broadcast_indices(batch, shape[:-2])) + tail)
 
 
+def _panels(b: te.Tensor, cols: int) -> te.Tensor:
+    """B regrouped into column panels [..., nb, k, ni]: a tile's k loop then
+    reads one contiguous panel instead of `cols` floats from each of k rows
+    (rows a power-of-two apart land in the same cache set)."""
+    *batch, k, n = b.shape
+    shape = (*batch, n // cols, k, cols)
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        *lead, nb, kk, ni = i
+        return b[(*lead, kk, E.add(E.mul(nb, cols), ni))]
+
+    return te.compute(shape, element, name="matmul_panels", materialize=True)
+
+
 def _tiled_matmul(a: te.Tensor, b: te.Tensor, out: TensorType, rows: int, cols: int) -> te.Tensor:
     """t[*batch, mb, mi, nb, ni] (the row-major layout of the output) with the
     reduction outside the (mi, ni) tile loops: a register-blocked micro-kernel."""
@@ -62,18 +81,19 @@ def _tiled_matmul(a: te.Tensor, b: te.Tensor, out: TensorType, rows: int, cols: 
     rk = te.reduce_axis(a.shape[-1], "rk")
     nbatch = len(batch_shape)
     batch_names = [f"b{k}" for k in range(nbatch)]
+    panels = _panels(b, cols)
 
     def element(*i: E.Var) -> E.PrimExpr:
         batch, (mb, mi, nb, ni) = list(i[:nbatch]), i[nbatch:]
-        row, col = E.add(E.mul(mb, rows), mi), E.add(E.mul(nb, cols), ni)
+        row = E.add(E.mul(mb, rows), mi)
         lhs = a[_operand_indices(batch, a.shape, [row, rk.var])]
-        rhs = b[_operand_indices(batch, b.shape, [rk.var, col])]
+        rhs = panels[(*broadcast_indices(batch, b.shape[:-2]), nb, rk.var, ni)]
         return te.sum(E.mul(lhs, rhs), rk)
 
     shape = (*batch_shape, m // rows, rows, n // cols, cols)
     names = [*batch_names, "mb", "mi", "nb", "ni"]
     tiles = te.compute(shape, element, name="matmul", axis_names=names,
-                       loop_order=[*batch_names, "nb", "mb", "rk", "mi", "ni"])
+                       loop_order=[*batch_names, "nb", "mb", "rk", "mi", "ni"], register_tile=True)
 
     def untile(*i: E.Var) -> E.PrimExpr:
         *batch, row, col = i

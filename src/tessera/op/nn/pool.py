@@ -19,8 +19,8 @@ from ...errors import TypeInferenceError
 from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor
-from ..transform import unravel
 from ..registry import Op, OpPattern, register_op
+from ..transform import unravel
 
 
 @dataclass(frozen=True)

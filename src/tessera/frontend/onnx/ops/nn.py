@@ -113,12 +113,13 @@ def _pool_attrs(node: Node, ctx: ImportContext, x: Expr, kind: str) -> dict[str,
         raise node.error(f"kernel_shape {list(kernel)} needs {d} values for a {d + 2}-d input")
     strides = ints(node.attr("strides", [1] * d))
     dilations = ints(node.attr("dilations", [1] * d))
-    return dict(
-        kernel=kernel, strides=strides, padding=auto_pad(node, ctx.shape_of(x)[2:], kernel, strides, dilations),
-        dilation=dilations, ceil_mode=bool(node.attr("ceil_mode", 0)),
-        count_include_pad=bool(node.attr("count_include_pad", 0)) if kind == "avg" else False,
-        p=float(node.attr("p", 2)) if kind == "lp" else 2.0,
-    )
+    return {
+        "kernel": kernel, "strides": strides, "dilation": dilations,
+        "padding": auto_pad(node, ctx.shape_of(x)[2:], kernel, strides, dilations),
+        "ceil_mode": bool(node.attr("ceil_mode", 0)),
+        "count_include_pad": bool(node.attr("count_include_pad", 0)) if kind == "avg" else False,
+        "p": float(node.attr("p", 2)) if kind == "lp" else 2.0,
+    }
 
 
 def _pool(node: Node, ctx: ImportContext, kind: str) -> Expr:
