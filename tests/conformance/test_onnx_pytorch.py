@@ -26,14 +26,7 @@ SUITES = ("pytorch-converted", "pytorch-operator")
 RTOL, ATOL = 1e-3, 1e-7
 
 # case name -> reason; every entry must be a real, current failure.
-_LEGACY_BROADCAST = ("Add with opset-6 legacy broadcasting (broadcast=1, axis=1) is rejected by the "
-                     "elementwise converters (frontend ops/math.py)")
-KNOWN_FAILURES: dict[str, str] = {
-    "test_operator_add_broadcast": _LEGACY_BROADCAST,
-    "test_operator_add_size1_broadcast": _LEGACY_BROADCAST,
-    "test_operator_add_size1_right_broadcast": _LEGACY_BROADCAST,
-    "test_operator_add_size1_singleton_broadcast": _LEGACY_BROADCAST,
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _load_tensor(path: Path) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import onnx
 
 from ....op import elemwise as ew
+from ....op import transform as tf
 from ....op.registry import Op
 from ....relay.expr import Expr
 from ..importer import ImportContext, Node, onnx_dtype
@@ -50,18 +51,25 @@ def _register_unary(op_type: str, op: Op, since: int) -> None:
         return op(node.input(0))
 
 
-def check_legacy_broadcast(node: Node) -> None:
-    """Before opset 7, `broadcast=1` with an `axis` aligned B at that axis."""
-    if node.opset < 7 and int(node.attr("broadcast", 0)) and "axis" in node.attrs:
-        raise node.error("legacy broadcasting with an explicit axis is not supported; "
-                         "only NumPy-style (trailing) alignment is")
+def legacy_broadcast(node: Node, ctx: ImportContext, b: Expr) -> Expr:
+    """Before opset 7, `broadcast=1` with `axis` aligns B's dims with A's from
+    that axis on; reshaping B with trailing ones gives NumPy semantics."""
+    if node.opset >= 7 or not int(node.attr("broadcast", 0)) or "axis" not in node.attrs:
+        return b
+    a_rank = len(ctx.shape_of(node.input(0)))
+    b_shape = ctx.shape_of(b)
+    axis = int(node.attrs["axis"])
+    axis = axis + a_rank if axis < 0 else axis
+    if not 0 <= axis <= a_rank - len(b_shape):
+        raise node.error(f"broadcast axis {axis} does not fit B of shape {b_shape} into rank {a_rank}")
+    trailing = a_rank - axis - len(b_shape)
+    return tf.reshape(b, newshape=tuple(b_shape) + (1,) * trailing) if trailing else b
 
 
 def _register_binary(op_type: str, op: Op, since: int) -> None:
     @converter(op_type, since=since)
     def convert(node: Node, ctx: ImportContext) -> Expr:
-        check_legacy_broadcast(node)
-        return op(node.input(0), node.input(1))
+        return op(node.input(0), legacy_broadcast(node, ctx, node.input(1)))
 
 
 def _register_variadic(op_type: str, op: Op) -> None:
@@ -150,4 +158,4 @@ def where(node: Node, ctx: ImportContext) -> Expr:
     return ew.where(node.input(0), node.input(1), node.input(2))
 
 
-__all__ = ["BINARY", "UNARY", "VARIADIC", "cast_target", "check_legacy_broadcast"]
+__all__ = ["BINARY", "UNARY", "VARIADIC", "cast_target", "legacy_broadcast"]
