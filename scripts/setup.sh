@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(gcc libc6-dev)
+# gcc: host C; OpenBLAS: the blas target; Arm toolchain, newlib and QEMU: Cortex-M builds and runs.
+APT_PACKAGES=(gcc libc6-dev libopenblas-dev gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
