@@ -195,6 +195,5 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     sources.append(SourceFile(f"tsgen_{mod_name}_executor.c", gen.source()))
     sources = [SourceFile(f"tsgen_{mod_name}_{s.name}" if not s.name.startswith("tsgen_") else s.name, s.text)
                for s in sources]
-    lib = AotLibrary(program, lowered.target, toolchain, sources, module_str(lowered.partitioned),
-                     time.perf_counter() - lowered.started)
-    return lib
+    return AotLibrary(program, lowered.target, toolchain, sources, module_str(lowered.partitioned),
+                      time.perf_counter() - lowered.started, partitioned_mod=lowered.partitioned)

@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 import tarfile
 import tempfile
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ... import __version__
 from ...crt import INCLUDE_DIR, source as crt_source
-from ...errors import CompileError, RuntimeExecutionError
 from ...target.target import Target
 from ...target.toolchain import SourceFile, Toolchain
-from .harness import main_source, parse_outputs
+from .runner import BoardRun, Signature, TensorSig, run_on_board, run_on_host
 from .interface import header, header_name, params_file, params_source, source
 from .plan import AotProgram
 
@@ -43,7 +40,8 @@ class AotLibrary:
     kernel_sources: list[SourceFile]  # generated kernels and the executor
     relay_text: str = ""
     python_seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
+    source_model: bytes | None = None  # the ONNX model it came from, kept for `tessera run --check`
+    partitioned_mod: object = None  # the Relay module after partitioning, for reports
 
     @property
     def name(self) -> str:
@@ -99,6 +97,8 @@ class AotLibrary:
         for name in CRT_SOURCES:
             out[f"runtime/src/{name}"] = crt_source(name).read_bytes()
         out["src/relay.txt"] = self.relay_text.encode()
+        if self.source_model is not None:
+            out["src/model.onnx"] = self.source_model
         out["README.txt"] = _readme(self.program).encode()
         return out
 
@@ -121,76 +121,26 @@ class AotLibrary:
         return path
 
     # --------------------------------------------------------------- runs
-    def write_project(self, folder: Path, inputs: Sequence[np.ndarray], pool_attribute: str = "") -> list[Path]:
-        """Model files plus a test main into `folder`; returns the C files to compile."""
-        self.export_library(folder)
-        main = folder / "main.c"
-        main.write_text(main_source(self.program, inputs, pool_attribute))
-        return [*sorted((folder / "codegen/host/src").glob("*.c")), *sorted((folder / "runtime/src").glob("*.c")), main]
-
-    def include_flags(self, folder: Path) -> list[str]:
-        return [f"-I{folder / 'codegen/host/include'}", f"-I{folder / 'runtime/include'}",
-                f"-Wa,-I{folder / 'codegen/host/src'}"]
+    @property
+    def signature(self) -> Signature:
+        p = self.program
+        return Signature(p.name, tuple(TensorSig(t.name, t.type) for t in p.inputs),
+                         tuple(TensorSig(t.name, t.type) for t in p.outputs))
 
     def run_host(self, inputs: Sequence[np.ndarray], toolchain: Toolchain | None = None) -> list[np.ndarray]:
         """Compile the model and a test main with the host gcc, run it, return the outputs."""
         from ...target.builtin import c_toolchain
 
-        tc = toolchain or c_toolchain(Target("c"))
-        self._check_inputs(inputs)
         with tempfile.TemporaryDirectory(prefix="tessera-aot-") as tmp:
-            folder = Path(tmp)
-            files = self.write_project(folder, inputs)
-            exe = folder / "model"
-            cmd = [tc.cc, *tc.cflags, *tc.warning_flags, *tc._werror(), *self.include_flags(folder),
-                   *map(str, files), "-o", str(exe), "-lm"]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise CompileError(f"host build of AOT model {self.name} failed:\n{proc.stderr[-4000:]}")
-            run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600)
-            if run.returncode != 0:
-                raise RuntimeExecutionError(f"AOT model {self.name} exited with {run.returncode}:\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
-            return parse_outputs(self.program, run.stdout)
+            folder = self.export_library(Path(tmp))
+            return run_on_host(folder, self.signature, inputs, toolchain or c_toolchain(Target("c")))
 
     def run_board(self, board: str, inputs: Sequence[np.ndarray], count_instructions: bool = False,
-                  timeout: float = 600):
+                  timeout: float = 600) -> tuple[list[np.ndarray], BoardRun]:
         """Build for an emulated Cortex-M board, run under QEMU; returns (outputs, BoardRun)."""
-        from ...micro.boards import get_board
-        from ...micro.build import build_elf, size
-        from ...micro.qemu import run as qemu_run
-
-        spec = get_board(board)
-        self._check_inputs(inputs)
         with tempfile.TemporaryDirectory(prefix="tessera-board-") as tmp:
-            folder = Path(tmp)
-            files = self.write_project(folder, inputs, '__attribute__((section(".arena")))')
-            start = time.perf_counter()
-            arena = f'-DTSGEN_{self.name.upper()}_POOL_ATTRIBUTE=__attribute__((section(".arena")))'
-            elf = build_elf(spec, files, [], folder / "build",
-                            extra_cflags=[*self.include_flags(folder), arena])
-            sizes = size(elf)
-            result = qemu_run(spec, elf, timeout=timeout, count_instructions=count_instructions)
-            if result.exit_code != 0:
-                raise RuntimeExecutionError(
-                    f"AOT model {self.name} on {board} exited with {result.exit_code}:\n"
-                    f"{result.stdout[-2000:]}{result.stderr[-2000:]}")
-            outputs = parse_outputs(self.program, result.stdout)
-            return outputs, BoardRun(board, sizes, result, time.perf_counter() - start)
-
-    def _check_inputs(self, inputs: Sequence[np.ndarray]) -> None:
-        if len(inputs) != len(self.program.inputs):
-            raise RuntimeExecutionError(f"model {self.name} takes {len(self.program.inputs)} inputs, got {len(inputs)}")
-        for t, a in zip(self.program.inputs, inputs):
-            if tuple(np.shape(a)) != t.type.shape:
-                raise RuntimeExecutionError(f"input {t.name!r}: got shape {np.shape(a)}, expected {t.type.shape}")
-
-
-@dataclass
-class BoardRun:
-    board: str
-    sizes: object  # tessera.micro.build.SectionSizes
-    qemu: object  # tessera.micro.qemu.QemuResult
-    seconds: float
+            folder = self.export_library(Path(tmp))
+            return run_on_board(folder, self.signature, board, inputs, count_instructions, timeout)
 
 
 def _readme(program: AotProgram) -> str:

@@ -1,0 +1,170 @@
+"""Compile a Model Library Format folder with a test main and run it.
+
+Works the same for a fresh `AotLibrary` and for a tarball read back from
+disk: both describe their inputs and outputs with a `Signature`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import CompileError, RuntimeExecutionError, TesseraError
+from ...relay.ty import TensorType
+from ...target.toolchain import Toolchain
+from .harness import main_source, parse_outputs
+
+
+@dataclass(frozen=True)
+class TensorSig:
+    name: str
+    type: TensorType
+
+    @property
+    def nbytes(self) -> int:
+        return self.type.nbytes
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    inputs: tuple[TensorSig, ...]
+    outputs: tuple[TensorSig, ...]
+
+    @classmethod
+    def from_metadata(cls, meta: dict) -> "Signature":
+        def tensors(items: list[dict]) -> tuple[TensorSig, ...]:
+            return tuple(TensorSig(t["name"], TensorType(tuple(t["shape"]), t["dtype"])) for t in items)
+
+        return cls(meta["model_name"], tensors(meta["inputs"]), tensors(meta["outputs"]))
+
+    def check_inputs(self, inputs: Sequence[np.ndarray]) -> None:
+        if len(inputs) != len(self.inputs):
+            raise RuntimeExecutionError(f"model {self.name} takes {len(self.inputs)} inputs, got {len(inputs)}")
+        for t, a in zip(self.inputs, inputs):
+            if tuple(np.shape(a)) != t.type.shape:
+                raise RuntimeExecutionError(f"input {t.name!r}: got shape {np.shape(a)}, expected {t.type.shape}")
+
+
+@dataclass
+class BoardRun:
+    board: str
+    sizes: object  # tessera.micro.build.SectionSizes
+    qemu: object  # tessera.micro.qemu.QemuResult
+    seconds: float
+    inference_instructions: int | None = None  # one run of the model, start-up and printing excluded
+
+
+def include_flags(folder: Path) -> list[str]:
+    return [f"-I{folder / 'codegen/host/include'}", f"-I{folder / 'runtime/include'}",
+            f"-Wa,-I{folder / 'codegen/host/src'}"]
+
+
+def model_sources(folder: Path) -> list[Path]:
+    return [*sorted((folder / "codegen/host/src").glob("*.c")), *sorted((folder / "runtime/src").glob("*.c"))]
+
+
+def run_on_host(folder: Path, sig: Signature, inputs: Sequence[np.ndarray], toolchain: Toolchain) -> list[np.ndarray]:
+    sig.check_inputs(inputs)
+    main = folder / "main.c"
+    main.write_text(main_source(sig, inputs))
+    exe = folder / "model"
+    tc = toolchain
+    cmd = [tc.cc, *tc.cflags, *tc.warning_flags, *tc._werror(), *include_flags(folder),
+           *map(str, model_sources(folder)), str(main), "-o", str(exe), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(f"host build of AOT model {sig.name} failed:\n{proc.stderr[-4000:]}")
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600)
+    if run.returncode != 0:
+        raise RuntimeExecutionError(f"AOT model {sig.name} exited with {run.returncode}:\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+    return parse_outputs(sig, run.stdout)
+
+
+def check_fits(metadata: dict, board) -> None:
+    """Fail before compiling when weights or pools cannot fit the board's memories."""
+    pools = sum(p["size_bytes"] for p in metadata.get("pools", ()))
+    needs = (("weights", metadata.get("params_bytes", 0), board.flash),
+             ("pools (intermediates + workspace)", pools, board.arena))
+    for what, size, region in needs:
+        if size > region.length:
+            raise CompileError(
+                f"model {metadata['model_name']} does not fit {board.name}: its {what} need {size} bytes, "
+                f"the board's {region} has {region.length}"
+            )
+
+
+def run_on_board(folder: Path, sig: Signature, board: str, inputs: Sequence[np.ndarray],
+                 count_instructions: bool = False, timeout: float = 600) -> tuple[list[np.ndarray], BoardRun]:
+    """Build for an emulated Cortex-M board and run under QEMU.
+
+    Pools and the test's buffers go to the board's large RAM (`.arena`);
+    weights stay in the code region (flash).
+    """
+    from ...micro.boards import get_board
+    from ...micro.build import build_elf, size
+    from ...micro.qemu import run as qemu_run
+
+    spec = get_board(board)
+    sig.check_inputs(inputs)
+    meta = folder / "metadata.json"
+    if meta.is_file():
+        check_fits(json.loads(meta.read_text()), spec)
+    arena = '__attribute__((section(".arena")))'
+    main = folder / "main.c"
+    main.write_text(main_source(sig, inputs, arena))
+    start = time.perf_counter()
+    flags = [*include_flags(folder), f"-DTSGEN_{sig.name.upper()}_POOL_ATTRIBUTE={arena}"]
+
+    def build_and_run(repeat: int):
+        elf = build_elf(spec, [*model_sources(folder), main], [], folder / f"build{repeat}",
+                        extra_cflags=[*flags, f"-DTS_REPEAT={repeat}"])
+        result = qemu_run(spec, elf, timeout=timeout, count_instructions=count_instructions)
+        if result.exit_code != 0:
+            raise RuntimeExecutionError(f"AOT model {sig.name} on {board} exited with {result.exit_code}:\n"
+                                        f"{result.stdout[-2000:]}{result.stderr[-2000:]}")
+        return elf, result
+
+    elf, result = build_and_run(1)
+    per_inference = None
+    if count_instructions:
+        # the same program running the model twice: the difference is exactly one inference
+        _, twice = build_and_run(2)
+        per_inference = twice.instructions - result.instructions
+    run = BoardRun(board, size(elf), result, time.perf_counter() - start, per_inference)
+    return parse_outputs(sig, result.stdout), run
+
+
+class MlfModel:
+    """A Model Library Format tarball (or folder) unpacked for running."""
+
+    def __init__(self, path: str | Path) -> None:
+        path = Path(path)
+        self._tmp = tempfile.TemporaryDirectory(prefix="tessera-mlf-")
+        self.folder = Path(self._tmp.name)
+        if path.is_dir():
+            shutil.copytree(path, self.folder, dirs_exist_ok=True)
+        elif tarfile.is_tarfile(path):
+            with tarfile.open(path) as tar:
+                tar.extractall(self.folder, filter="data")
+        else:
+            raise TesseraError(f"{path} is neither a Model Library Format tarball nor a folder")
+        meta_path = self.folder / "metadata.json"
+        if not meta_path.is_file():
+            raise TesseraError(f"{path} has no metadata.json: not a Model Library Format export")
+        self.metadata = json.loads(meta_path.read_text())
+        self.signature = Signature.from_metadata(self.metadata)
+
+    @property
+    def reference_model(self) -> Path | None:
+        onnx_path = self.folder / "src" / "model.onnx"
+        return onnx_path if onnx_path.is_file() else None

@@ -1,0 +1,47 @@
+"""The `tessera` command line.
+
+    tessera compile MODEL.onnx -o model.so            compile for the host (graph executor)
+    tessera compile MODEL.onnx --executor aot -t "c -mcpu=cortex-m4" -o model.tar
+    tessera run model.so --input image=x.npy          run on the host
+    tessera run MODEL.onnx --board mps2-an386 --check run on an emulated Cortex-M4, compare with onnxruntime
+    tessera ops | tessera targets [KIND]              what tessera supports
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ..errors import TesseraError
+from . import compile as compile_cmd
+from . import info, run as run_cmd
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tessera",
+        description="tessera, a deep-learning compiler: ONNX models to C, run on the host or a microcontroller.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    compile_cmd.add_parser(sub)
+    run_cmd.add_parser(sub)
+    info.add_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TesseraError as err:
+        print(f"tessera: error: {err}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as err:
+        print(f"tessera: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

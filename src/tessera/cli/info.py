@@ -1,0 +1,32 @@
+"""`tessera ops` and `tessera targets`: what tessera supports."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("ops", help="list the ONNX operators tessera can import")
+    p.set_defaults(func=ops)
+    p = sub.add_parser("targets", help="list target kinds with their attributes, defaults and hooks",
+                       description="Without KIND: every registered target kind and alias. With KIND: that kind.")
+    p.add_argument("kind", nargs="?", help="a target kind name, e.g. c")
+    p.set_defaults(func=targets)
+
+
+def ops(args: argparse.Namespace) -> int:
+    from ..frontend.onnx import ops as _ops  # noqa: F401
+    from ..frontend.onnx.registry import CONVERTERS
+
+    names = CONVERTERS.op_types()
+    print(f"{len(names)} ONNX operators:")
+    print(", ".join(names))
+    return 0
+
+
+def targets(args: argparse.Namespace) -> int:
+    from ..target import KINDS
+    from ..target.describe import describe_all, describe_kind
+
+    print(describe_kind(KINDS.get(args.kind)) if args.kind else describe_all())
+    return 0
