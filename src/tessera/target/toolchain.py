@@ -111,11 +111,11 @@ class Toolchain:
 
 
 def link_shared_library(units: Sequence[tuple[Toolchain, SourceFile]], output: Path, linker: Toolchain,
-                        jobs: int | None = None, extra_ldflags: Sequence[str] = ()) -> Path:
+                        jobs: int | None = None, extra_ldflags: Sequence[str] = (), shared: bool = True) -> Path:
     """Compile each unit with its own toolchain (in parallel), link with `linker`.
 
     The link takes every toolchain's ldflags, so a library target's `-l`
-    flags reach the final shared object.
+    flags reach the final shared object (or executable, with shared=False).
     """
     for tc in {id(tc): tc for tc, _ in units}.values():
         tc.check_available()
@@ -129,11 +129,13 @@ def link_shared_library(units: Sequence[tuple[Toolchain, SourceFile]], output: P
         workers = max(1, min(jobs or os.cpu_count() or 1, len(units)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             objects = list(pool.map(lambda u: u[0].compile_object(u[1], workdir), units))
-        linked = workdir / "link.so"
-        cmd = [linker.cc, "-shared", "-o", str(linked), *map(str, objects), *ldflags]
+        linked = workdir / ("link.so" if shared else "link.exe")
+        cmd = [linker.cc, *(["-shared"] if shared else []), "-o", str(linked), *map(str, objects), *ldflags]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(f"linking {output.name} failed:\n{proc.stderr.strip()}\ncommand: {' '.join(cmd)}")
         output.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(linked, output)
+        if not shared:
+            output.chmod(0o755)
     return output

@@ -6,6 +6,7 @@ disk: both describe their inputs and outputs with a `Signature`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -13,14 +14,14 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from ...errors import CompileError, RuntimeExecutionError, TesseraError
 from ...relay.ty import TensorType
-from ...target.toolchain import Toolchain
+from ...target.toolchain import SourceFile, Toolchain, cache_dir, link_shared_library
 from .harness import main_source, parse_outputs
 
 
@@ -64,6 +65,39 @@ class BoardRun:
     inference_instructions: int | None = None  # one run of the model, start-up and printing excluded
 
 
+def stable_copy(folder: Path) -> Path:
+    """The same files under a path that depends only on their contents.
+
+    Include paths are part of the compiler flags, and flags are part of the
+    object cache key: a content-addressed folder lets a rebuild of the same
+    model (another run, another board) reuse every compiled kernel.
+    """
+    h = hashlib.sha256()
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "main.c")
+    for p in files:
+        h.update(str(p.relative_to(folder)).encode())
+        h.update(p.read_bytes())
+    stable = cache_dir().parent / "projects" / h.hexdigest()[:24]
+    if not (stable / "metadata.json").is_file():
+        tmp = Path(tempfile.mkdtemp(dir=stable.parent.parent if stable.parent.exists() else None))
+        for p in files:
+            dst = tmp / p.relative_to(folder)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, dst)
+        stable.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.rename(stable)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return stable
+
+
+def _units(folder: Path, main: Path) -> list[SourceFile]:
+    """The model's C files and the test main, as cacheable translation units."""
+    files = [*model_sources(folder), main]
+    return [SourceFile(p.name, p.read_text(), cacheable="incbin" not in p.read_text()) for p in files]
+
+
 def include_flags(folder: Path) -> list[str]:
     return [f"-I{folder / 'codegen/host/include'}", f"-I{folder / 'runtime/include'}",
             f"-Wa,-I{folder / 'codegen/host/src'}"]
@@ -75,16 +109,13 @@ def model_sources(folder: Path) -> list[Path]:
 
 def run_on_host(folder: Path, sig: Signature, inputs: Sequence[np.ndarray], toolchain: Toolchain) -> list[np.ndarray]:
     sig.check_inputs(inputs)
-    main = folder / "main.c"
-    main.write_text(main_source(sig, inputs))
-    exe = folder / "model"
-    tc = toolchain
-    cmd = [tc.cc, *tc.cflags, *tc.warning_flags, *tc._werror(), *include_flags(folder),
-           *map(str, model_sources(folder)), str(main), "-o", str(exe), "-lm"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CompileError(f"host build of AOT model {sig.name} failed:\n{proc.stderr[-4000:]}")
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600)
+    folder = stable_copy(folder)
+    with tempfile.TemporaryDirectory(prefix="tessera-host-") as tmp:
+        main = Path(tmp) / "main.c"
+        main.write_text(main_source(sig, inputs))
+        tc = replace(toolchain, cflags=(*toolchain.cflags, *include_flags(folder)), pic=False)
+        exe = link_shared_library([(tc, u) for u in _units(folder, main)], Path(tmp) / "model", tc, shared=False)
+        run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600)
     if run.returncode != 0:
         raise RuntimeExecutionError(f"AOT model {sig.name} exited with {run.returncode}:\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
     return parse_outputs(sig, run.stdout)
@@ -119,15 +150,20 @@ def run_on_board(folder: Path, sig: Signature, board: str, inputs: Sequence[np.n
     meta = folder / "metadata.json"
     if meta.is_file():
         check_fits(json.loads(meta.read_text()), spec)
+    folder = stable_copy(folder)
+    work = Path(tempfile.mkdtemp(prefix="tessera-board-"))
     arena = '__attribute__((section(".arena")))'
-    main = folder / "main.c"
+    main = work / "main.c"
     main.write_text(main_source(sig, inputs, arena))
     start = time.perf_counter()
     flags = [*include_flags(folder), f"-DTSGEN_{sig.name.upper()}_POOL_ATTRIBUTE={arena}"]
+    units = _units(folder, main)
 
     def build_and_run(repeat: int):
-        elf = build_elf(spec, [*model_sources(folder), main], [], folder / f"build{repeat}",
-                        extra_cflags=[*flags, f"-DTS_REPEAT={repeat}"])
+        # TS_REPEAT only changes main.c, but flags key the cache: pass it in the source instead
+        unit = [SourceFile(u.name, f"#define TS_REPEAT {repeat}\n{u.text}") if u.name == "main.c" else u
+                for u in units]
+        elf = build_elf(spec, unit, [], work / f"build{repeat}", extra_cflags=flags)
         result = qemu_run(spec, elf, timeout=timeout, count_instructions=count_instructions)
         if result.exit_code != 0:
             raise RuntimeExecutionError(f"AOT model {sig.name} on {board} exited with {result.exit_code}:\n"
@@ -141,6 +177,7 @@ def run_on_board(folder: Path, sig: Signature, board: str, inputs: Sequence[np.n
         _, twice = build_and_run(2)
         per_inference = twice.instructions - result.instructions
     run = BoardRun(board, size(elf), result, time.perf_counter() - start, per_inference)
+    shutil.rmtree(work, ignore_errors=True)
     return parse_outputs(sig, result.stdout), run
 
 
