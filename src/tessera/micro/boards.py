@@ -48,6 +48,8 @@ class Board:
         boots). It is RAM in QEMU, but nothing writes to it.
     ram: `.data`, `.bss`, heap and stack (the stack starts at its end).
     arena: a large RAM for NOLOAD `.arena` sections (big static buffers).
+    weights: where model weights (`.rodata.tsgen_*_params`) go when the code
+        region is too small for them; None means the flash region.
     """
 
     name: str
@@ -57,6 +59,11 @@ class Board:
     ram: Region
     arena: Region
     description: str = ""
+    weights: Region | None = None
+
+    @property
+    def weights_region(self) -> Region:
+        return self.weights or self.flash
 
     @property
     def target_string(self) -> str:
@@ -100,9 +107,11 @@ BOARDS: dict[str, Board] = {
         # On AN500 0x21000000 is unimplemented I/O: its PSRAM is at 0x60000000.
         Board("mps2-an500", "mps2-an500", "cortex-m7", _MPS2_FLASH, _MPS2_RAM,
               Region("PSRAM", 0x6000_0000, 16 * MiB), "MPS2 AN500, Cortex-M7 with double-precision FPU"),
+        # The 512 KiB ITCM holds code; weights go to the 2 MiB code SRAM, which QEMU
+        # loads like the ITCM (on a real board that would be a flash or QSPI image).
         Board("mps3-an547", "mps3-an547", "cortex-m55", Region("ITCM", 0x0000_0000, 512 * KiB),
               Region("DTCM", 0x2000_0000, 512 * KiB), Region("DDR", 0x6000_0000, 2 * GiB),
-              "MPS3 AN547, Cortex-M55 with FPU and Helium (MVE)"),
+              "MPS3 AN547, Cortex-M55 with FPU and Helium (MVE)", Region("SRAM", 0x0100_0000, 2 * MiB)),
     )
 }
 

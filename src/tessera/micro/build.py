@@ -55,7 +55,8 @@ class SectionSizes:
     """Bytes per output section of a linked ELF (`arm-none-eabi-size -A`).
 
     text: `.text` (vector table, code, libc and libgcc code).
-    rodata: `.rodata` (constants, string literals, constructor tables) plus
+    rodata: `.rodata` (constants, string literals, constructor tables), the
+        model weights (`.weights`, in flash or the board's weights region) and
         the unwind tables `.ARM.extab`/`.ARM.exidx`.
     data: `.data`, initialised variables (in RAM, with a copy in flash).
     bss: `.bss`, zero-initialised variables (RAM).
@@ -106,6 +107,8 @@ def _region_error(board: Board, stderr: str, elf_name: str) -> CompileError | No
         "RAM": (board.ram, f".data + .bss + {STACK_MIN} bytes minimum stack"),
         "ARENA": (board.arena, ".arena sections"),
     }
+    if board.weights is not None:
+        regions["WEIGHTS"] = (board.weights, "model weights")
     lines = []
     for name, over in dict(_OVERFLOW.findall(stderr)).items():
         region, holds = regions.get(name, (None, ""))
@@ -188,7 +191,7 @@ def size(elf: ElfImage | str | os.PathLike[str]) -> SectionSizes:
     get = allocated.get
     return SectionSizes(
         text=get(".text", 0),
-        rodata=get(".rodata", 0) + get(".ARM.extab", 0) + get(".ARM.exidx", 0),
+        rodata=get(".rodata", 0) + get(".weights", 0) + get(".ARM.extab", 0) + get(".ARM.exidx", 0),
         data=get(".data", 0),
         bss=get(".bss", 0),
         arena=get(".arena", 0),

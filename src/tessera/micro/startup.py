@@ -172,7 +172,7 @@ MEMORY
   FLASH (rx)  : ORIGIN = 0x{flash.origin:08x}, LENGTH = 0x{flash.length:08x} /* {flash} */
   RAM   (rwx) : ORIGIN = 0x{ram.origin:08x}, LENGTH = 0x{ram.length:08x} /* {ram} */
   ARENA (rw)  : ORIGIN = 0x{arena.origin:08x}, LENGTH = 0x{arena.length:08x} /* {arena} */
-}}
+{weights_memory}}}
 
 __stack_min__ = 0x{stack_min:x};
 __ram_start__ = ORIGIN(RAM);
@@ -188,6 +188,12 @@ SECTIONS
     KEEP(*(.init))
     KEEP(*(.fini))
   }} > FLASH
+
+  /* Model weights (tessera's .incbin blobs): before .rodata, so they match here. */
+  .weights : ALIGN(16)
+  {{
+    KEEP(*(.rodata.tsgen_*_params))
+  }} > {weights_region}
 
   .rodata : ALIGN(4)
   {{
@@ -267,5 +273,9 @@ def startup_c(board: str | Board) -> str:
 def linker_script(board: str | Board, stack_min: int = STACK_MIN) -> str:
     """The GNU ld script with `board`'s memory map (see the module docstring)."""
     b = get_board(board)
+    weights = b.weights
+    weights_memory = (f"  WEIGHTS (r) : ORIGIN = 0x{weights.origin:08x}, LENGTH = 0x{weights.length:08x} /* {weights} */\n"
+                      if weights else "")
     return _LINKER_SCRIPT.format(board=b.name, cpu=b.cpu, flash=b.flash, ram=b.ram, arena=b.arena,
-                                 stack_min=stack_min)
+                                 stack_min=stack_min, weights_memory=weights_memory,
+                                 weights_region="WEIGHTS" if weights else "FLASH")

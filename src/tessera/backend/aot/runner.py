@@ -124,7 +124,7 @@ def run_on_host(folder: Path, sig: Signature, inputs: Sequence[np.ndarray], tool
 def check_fits(metadata: dict, board) -> None:
     """Fail before compiling when weights or pools cannot fit the board's memories."""
     pools = sum(p["size_bytes"] for p in metadata.get("pools", ()))
-    needs = (("weights", metadata.get("params_bytes", 0), board.flash),
+    needs = (("weights", metadata.get("params_bytes", 0), board.weights_region),
              ("pools (intermediates + workspace)", pools, board.arena))
     for what, size, region in needs:
         if size > region.length:
