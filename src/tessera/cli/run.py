@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         from ..testing.models import ort_run
         import onnx
 
-        expected = ort_run(onnx.load(str(reference)), inputs)
+        model = onnx.load_from_string(reference) if isinstance(reference, bytes) else onnx.load(str(reference))
+        expected = ort_run(model, inputs)
         if not compare(outputs, expected, CHECK_RTOL, CHECK_ATOL) and args.check:
             print("CHECK FAILED")
             return 1
@@ -116,7 +117,8 @@ def _run_aot(args: argparse.Namespace):
         else:
             mlf = MlfModel(args.module)
             folder, sig = mlf.folder, mlf.signature
-            reference = reference or mlf.reference_model
+            if reference is None and mlf.reference_model is not None:
+                reference = mlf.reference_model.read_bytes()  # the folder goes away with `mlf`
         names = [t.name for t in sig.inputs]
         specs = [(t.name, t.type.shape, t.type.dtype) for t in sig.inputs]
         inputs = complete_inputs(load_inputs(args.input, names), specs, args.random_input, args.seed)
