@@ -43,7 +43,7 @@ def test_expected_failures_are_in_scope():
     assert not stale, f"expected failures for cases out of scope: {stale}"
 
 
-@pytest.mark.parametrize("case", _params())
+@pytest.mark.parametrize("case", list(_params()))
 def test_node(case, record_property):
     record_property("suite", "onnx node tests (claimed operators)")
     rep = TesseraBackend.prepare(case.model)
