@@ -181,3 +181,15 @@ def test_cli_compiles_a_tarball_and_checks_it_on_a_board(tmp_path, capsys):
     assert cli(["run", str(tar), "--board", "mps2-an386", "--check", "--count-instructions", "-q"]) == 0
     out = capsys.readouterr().out
     assert "CHECK OK" in out and "mps2-an386: flash" in out and "instructions per inference:" in out
+
+
+def test_kernels_from_target_hooks_are_called_like_any_other():
+    # the blas partitions become PrimFuncs (RelayToTIR) that the executor calls directly
+    mod, params = from_onnx(str(DIGITS))
+    lib = tessera.build(mod, target="blas", params=params, executor="aot", mod_name="digits")
+    assert any("blas" in k for k in lib.program.kernels)
+    assert "-lopenblas" in lib.metadata()["toolchain"]["link_flags"]
+    blas_steps = [s for s in lib.program.steps if "blas" in s.kernel]
+    assert blas_steps and lib.program.workspace  # the im2col scratch is sized like any kernel's
+    x = _digit_input()
+    np.testing.assert_allclose(lib.run_host([x])[0], ort_run(onnx.load(DIGITS), {"image": x})[0], rtol=1e-4, atol=1e-5)

@@ -185,7 +185,10 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     say("planning memory")
     program = build_program(mod, mod_name)
     say("generating C")
-    sources = [s for t, sub in split_by_target(mod, host).items() for s in tir_to_runtime(sub, t).sources]
+    modules = [tir_to_runtime(sub, t) for t, sub in split_by_target(mod, host).items()]
+    sources = [s for m in modules for s in m.sources]
+    # libraries that kernels from target hooks call (e.g. -lopenblas) must reach the final link
+    link_flags = list(dict.fromkeys(f for m in modules for f in m.toolchain.ldflags))
     gen = CodeGenC()
     for func in program.kernels.values():
         gen.declare(func)
@@ -196,4 +199,5 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     sources = [SourceFile(f"tsgen_{mod_name}_{s.name}" if not s.name.startswith("tsgen_") else s.name, s.text)
                for s in sources]
     return AotLibrary(program, lowered.target, toolchain, sources, module_str(lowered.partitioned),
-                      time.perf_counter() - lowered.started, partitioned_mod=lowered.partitioned)
+                      time.perf_counter() - lowered.started, partitioned_mod=lowered.partitioned,
+                      link_flags=link_flags or list(toolchain.ldflags))

@@ -14,7 +14,7 @@ import json
 import tarfile
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +42,7 @@ class AotLibrary:
     python_seconds: float = 0.0
     source_model: bytes | None = None  # the ONNX model it came from, kept for `tessera run --check`
     partitioned_mod: object = None  # the Relay module after partitioning, for reports
+    link_flags: list[str] = field(default_factory=lambda: ["-lm"])  # what the final link needs
 
     @property
     def name(self) -> str:
@@ -71,7 +72,8 @@ class AotLibrary:
             "interfaces": ["c", "packed"],
             "target": str(self.target),
             "targets": {"host": str(self.target)},
-            "toolchain": {"cc": self.toolchain.cc, "cflags": list(self.toolchain.cflags)},
+            "toolchain": {"cc": self.toolchain.cc, "cflags": list(self.toolchain.cflags),
+                          "link_flags": list(self.link_flags)},
             "inputs": tensors(p.inputs),
             "outputs": tensors(p.outputs),
             "pools": [
@@ -152,7 +154,8 @@ codegen/host/src/                 kernels, executor, entry points, weights (.inc
 runtime/                          the tessera C runtime (headers, workspace allocator)
 metadata.json                     inputs, outputs, pools and their sizes, per-kernel workspace
 
-Build (any C compiler; the assembler must find the weights file):
+Build (any C compiler; the assembler must find the weights file; link with
+the libraries metadata.json lists under toolchain.link_flags):
   cc -Icodegen/host/include -Iruntime/include -Wa,-Icodegen/host/src \\
      codegen/host/src/*.c runtime/src/*.c your_main.c -lm
 """

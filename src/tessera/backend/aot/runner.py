@@ -109,6 +109,8 @@ def model_sources(folder: Path) -> list[Path]:
 
 def run_on_host(folder: Path, sig: Signature, inputs: Sequence[np.ndarray], toolchain: Toolchain) -> list[np.ndarray]:
     sig.check_inputs(inputs)
+    meta = json.loads((folder / "metadata.json").read_text()) if (folder / "metadata.json").is_file() else {}
+    toolchain = replace(toolchain, ldflags=tuple(meta.get("toolchain", {}).get("link_flags", toolchain.ldflags)))
     folder = stable_copy(folder)
     with tempfile.TemporaryDirectory(prefix="tessera-host-") as tmp:
         main = Path(tmp) / "main.c"
