@@ -84,10 +84,14 @@ def resnet50_compile_time() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("models", nargs="*", default=list(LIGHT_MODELS), choices=[*LIGHT_MODELS, []])
+    parser.add_argument("models", nargs="*", metavar="MODEL", help=f"any of {', '.join(LIGHT_MODELS)} (default all)")
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--budget", type=float, default=20.0, help="seconds per model and runtime, at most")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.models) - set(LIGHT_MODELS))
+    if unknown:
+        parser.error(f"unknown models {unknown}; choose from {', '.join(LIGHT_MODELS)}")
+    args.models = args.models or list(LIGHT_MODELS)
     rows = []
     print(f"{'model':14s} {'c ms':>9s} {'blas ms':>9s} {'ort ms':>9s} {'c/ort':>7s} {'blas/ort':>9s} {'max |diff|':>11s}")
     for name in args.models:
