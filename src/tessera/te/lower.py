@@ -30,6 +30,7 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
 from ..tir.functor import map_expr, substitute, walk_expr
+from ..tir.simplify import simplify_index
 from .tensor import Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
 
 # The largest register tile (see `te.compute(register_tile=True)`) kept in a
@@ -177,6 +178,12 @@ class _Lowering:
         return self._expanded[id(op)]
 
     # -------------------------------------------------------------- planning
+    @staticmethod
+    def _simplified(op: ComputeOp, value: E.PrimExpr) -> E.PrimExpr:
+        """Cancel index divisions that the stage's loop extents make exact."""
+        extents = {a.var: a.extent for a in (*op.axes, *op.reduce_axes)}
+        return simplify_index(value, extents)
+
     def _readers(self, op: ComputeOp) -> set[int]:
         """Non-inlined stages reading `op`, looking through inlined stages."""
         found: set[int] = set()
@@ -251,14 +258,14 @@ class _Lowering:
         buf = self.buffers[id(op)]
         index = tuple(a.var for a in op.axes)
         if not isinstance(op.body, Reduce):
-            value = self.expand(op.body)
+            value = self._simplified(op, self.expand(op.body))
             return _loop_nest(self._ordered_axes(op), S.BufferStore(buf, value, index))
         reduce = op.body
         order = self._ordered_axes(op)
         first_reduce = next(k for k, a in enumerate(order) if a.kind is IterKind.REDUCE)
         outer, inner = order[:first_reduce], order[first_reduce:]
         inner_spatial = [a for a in inner if a.kind is IterKind.SPATIAL]
-        source = self.expand(reduce.source)
+        source = self._simplified(op, self.expand(reduce.source))
         if not inner_spatial:
             core = self._accumulate_locally(op, reduce, source, inner, buf, index)
         elif reduce.combiner in (Combiner.ARGMAX, Combiner.ARGMIN):
@@ -339,7 +346,7 @@ class _Lowering:
     def _emit_epilogue(self, user: ComputeOp, producer: ComputeOp, inner_spatial: list[IterVar]) -> S.Stmt:
         """The output stage, on the producer's loop variables."""
         mapping = {u.var: p.var for u, p in zip(user.axes, producer.axes)}
-        value = substitute(self.expand(user.body), mapping)
+        value = self._simplified(producer, substitute(self.expand(user.body), mapping))
         index = tuple(a.var for a in producer.axes)
         store = S.BufferStore(self.buffers[id(user)], value, index)
         return _loop_nest(inner_spatial, store)

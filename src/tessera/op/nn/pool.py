@@ -20,6 +20,7 @@ from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor
 from ..registry import Op, OpPattern, register_op
+from .conv_schedule import pad_input
 from ..transform import unravel
 
 
@@ -79,17 +80,47 @@ def _window(x: te.Tensor, attrs: PoolAttrs, pos: tuple[E.Var, ...], rk: list[te.
     return idx, inside
 
 
-def _max_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType) -> te.Tensor:
-    x = inputs[0]
+def _window_reduce(x: te.Tensor, attrs: PoolAttrs, out: TensorType, fill: float,
+                   combine, name: str) -> te.Tensor:
+    """The window reduction, scheduled by stride.
+
+    Stride 1 (e.g. Inception's 3x3 pools): the input is padded in scratch
+    with `fill`, so no select remains, and the reduce axes run outside the
+    output's spatial loops: the innermost loop walks a row of outputs and
+    gcc vectorises it (as for convolution). The padding also covers windows
+    `ceil_mode` lets run past the end. Strided windows accumulate in a
+    register and guard the border with a select instead: copying the input
+    would cost more than the windows save.
+    """
     d = len(attrs.kernel)
     rk = [te.reduce_axis(attrs.kernel[k], f"rk{k}") for k in range(d)]
-    lowest = E.const(dt.min_value(x.dtype), x.dtype)
+    spatial = [f"o{k}" for k in range(d)]
+    names = ["n", "c", *spatial]
+    if any(st != 1 for st in attrs.strides):
+        neutral = E.const(fill, x.dtype)
+
+        def guarded(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
+            idx, inside = _window(x, attrs, pos, rk)
+            return combine(E.select(inside, x[(n, c, *idx)], neutral), rk)
+
+        return te.compute(out.shape, guarded, name=name, axis_names=names)
+    begins = attrs.padding[:d]
+    ends = tuple(
+        max(0, (out.shape[2 + k] - 1) + (attrs.kernel[k] - 1) * attrs.dilation[k] + 1 - begins[k] - x.shape[2 + k])
+        for k in range(d)
+    )
+    padded = pad_input(x, begins, ends, fill, materialize=True)
 
     def element(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
-        idx, inside = _window(x, attrs, pos, rk)
-        return te.max_reduce(E.select(inside, x[(n, c, *idx)], lowest), rk)
+        return combine(padded[(n, c, *(E.add(pos[k], E.mul(rk[k].var, attrs.dilation[k])) for k in range(d)))], rk)
 
-    return te.compute(out.shape, element, name="max_pool", axis_names=["n", "c", *(f"o{k}" for k in range(d))])
+    return te.compute(out.shape, element, name=name, axis_names=names,
+                      loop_order=["n", "c", *(r.name for r in rk), *spatial])
+
+
+def _max_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType) -> te.Tensor:
+    x = inputs[0]
+    return _window_reduce(x, attrs, out, dt.min_value(x.dtype), te.max_reduce, "max_pool")
 
 
 def _count(attrs: PoolAttrs, shape: tuple[int, ...], pos: tuple[E.Var, ...]) -> E.PrimExpr:
@@ -110,16 +141,8 @@ def _count(attrs: PoolAttrs, shape: tuple[int, ...], pos: tuple[E.Var, ...]) -> 
 
 def _avg_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType) -> te.Tensor:
     x = inputs[0]
-    d = len(attrs.kernel)
-    rk = [te.reduce_axis(attrs.kernel[k], f"rk{k}") for k in range(d)]
-    names = ["n", "c", *(f"o{k}" for k in range(d))]
-    zero = E.const(0, x.dtype)
-
-    def element(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
-        idx, inside = _window(x, attrs, pos, rk)
-        return te.sum(E.select(inside, x[(n, c, *idx)], zero), rk)
-
-    total = te.compute(out.shape, element, name="avg_pool_sum", axis_names=names)
+    names = ["n", "c", *(f"o{k}" for k in range(len(attrs.kernel)))]
+    total = _window_reduce(x, attrs, out, 0.0, te.sum, "avg_pool_sum")
 
     def average(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
         count = E.cast(E.maximum(_count(attrs, x.shape, pos), 1), x.dtype)
