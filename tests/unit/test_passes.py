@@ -105,3 +105,18 @@ def test_pass_context_opt_level_and_instruments(capsys):
     assert [type(n) for n in post_order(folded.main) if isinstance(n, Constant)]
     assert "// after FoldConstant" in capsys.readouterr().out
     assert "FoldConstant" in timing.summary()
+
+
+def test_hand_written_affine_after_conv_folds_into_its_weights():
+    # conv -> add(b) -> multiply(s) -> add(t), as Inception v2 and DenseNet write batch norm out
+    rng = np.random.default_rng(2)
+    x = relay.Var("x", relay.TensorType((1, 3, 6, 6), "float32"))
+    w = relay.const(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    b, s, t = (relay.const(rng.standard_normal((4, 1, 1)).astype(np.float32)) for _ in range(3))
+    y = ew.add(ew.multiply(ew.add(conv.conv2d(x, w, strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1)), b), s), t)
+    mod = _mod((x,), y)
+    simplified = FoldConstant()(SimplifyInference()(mod))
+    ops = [n.op.name for n in post_order(simplified.main) if isinstance(n, Call)]
+    assert ops == ["nn.conv2d", "add"]
+    xv = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(tessera.build(simplified)(xv)[0], tessera.build(mod)(xv)[0], rtol=1e-5, atol=1e-5)

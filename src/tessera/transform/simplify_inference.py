@@ -1,7 +1,10 @@
 """SimplifyInference: inference-time algebra on trained models.
 
 1. `batch_norm` becomes a per-channel multiply and add.
-2. A per-channel multiply after a convolution or matrix product whose weight
+2. Constant multiplies and adds are reassociated towards the product they
+   follow (`(x + b) * s -> x * s + b * s`, adjacent constant adds merged), so
+   an affine layer written out by hand (`Mul` + `Add` after a conv) folds too.
+3. A per-channel multiply after a convolution or matrix product whose weight
    is constant is folded into that weight (`conv(x, W) * s -> conv(x, W * s)`),
    so batch normalisation costs nothing at run time. The remaining add is a
    bias that fuses into the convolution's epilogue.
@@ -96,6 +99,54 @@ def _fold_scale(old: Call, call: Call, uses: dict[int, int]) -> Expr | None:
     return None
 
 
+def _use_counts(func: Function) -> dict[int, int]:
+    uses: dict[int, int] = {}
+    for node in post_order(func):
+        for child in children(node):
+            uses[id(child)] = uses.get(id(child), 0) + 1
+    return uses
+
+
+def _constant_operand(call: Call) -> tuple[int, Constant] | None:
+    """(index of the other operand, the constant) for a call with one constant operand."""
+    a, b = call.args
+    if isinstance(b, Constant) and not isinstance(a, Constant):
+        return 0, b
+    if isinstance(a, Constant) and not isinstance(b, Constant):
+        return 1, a
+    return None
+
+
+def _reassociate(old: Expr, new: Expr, uses: dict[int, int]) -> Expr | None:
+    """Gather per-channel constants next to the product that can absorb them.
+
+    (x + b) * s -> x * s + b * s       (so a following fold reaches the conv)
+    (x * s1) * s2 -> x * (s1 * s2)
+    (x + b1) + b2 -> x + (b1 + b2)
+    Only when the inner call has no other reader, so nothing is computed twice.
+    """
+    if not (isinstance(new, Call) and new.op in (elemwise.multiply, elemwise.add) and len(new.args) == 2):
+        return None
+    outer = _constant_operand(new)
+    if outer is None:
+        return None
+    k, c = outer
+    inner_old, inner = old.args[k], new.args[k]  # type: ignore[union-attr]
+    if not isinstance(inner, Call) or uses.get(id(inner_old), 0) != 1 or len(inner.args) != 2:
+        return None
+    inner_const = _constant_operand(inner)
+    if inner_const is None:
+        return None
+    j, d = inner_const
+    x = inner.args[j]
+    if new.op is elemwise.multiply and inner.op is elemwise.add:
+        return elemwise.add(elemwise.multiply(x, c), Constant(np.asarray(d.data * c.data, dtype=d.data.dtype)))
+    if new.op is inner.op:
+        combined = d.data * c.data if new.op is elemwise.multiply else d.data + c.data
+        return Call(new.op, (x, Constant(np.asarray(combined, dtype=d.data.dtype))), new.attrs)
+    return None
+
+
 def simplify_expr(func: Function, mod: IRModule | None = None) -> Function:
     func = infer_expr(func, mod)  # type: ignore[assignment]
 
@@ -105,17 +156,18 @@ def simplify_expr(func: Function, mod: IRModule | None = None) -> Function:
         return None
 
     func = infer_expr(fold_expr(infer_expr(rewrite(func, expand), mod)), mod)  # type: ignore[assignment]
-    uses: dict[int, int] = {}
-    for node in post_order(func):
-        for child in children(node):
-            uses[id(child)] = uses.get(id(child), 0) + 1
+    uses = _use_counts(func)
+    func = infer_expr(rewrite(func, lambda old, new: _reassociate(old, new, uses)), mod)  # type: ignore[assignment]
+    uses = _use_counts(func)
 
     def fold(old: Expr, new: Expr) -> Expr | None:
         if isinstance(old, Call) and isinstance(new, Call):
             return _fold_scale(old, new, uses)
         return None
 
-    return infer_expr(rewrite(func, fold), mod)  # type: ignore[return-value]
+    func = infer_expr(rewrite(func, fold), mod)  # type: ignore[assignment]
+    uses = _use_counts(func)  # the folds leave bias adds next to each other: merge them
+    return infer_expr(rewrite(func, lambda old, new: _reassociate(old, new, uses)), mod)  # type: ignore[return-value]
 
 
 class SimplifyInference(FunctionPass):
