@@ -14,6 +14,7 @@ from ..errors import TesseraError, did_you_mean
 from ..relay.expr import Constant, Function, Var
 from ..relay.module import IRModule
 from ..relay.visitor import substitute
+from ..target.named import CompilationConfig, is_named_targets, parse_named_targets
 from ..target.target import Target, TargetLike
 from ..transform.dead_code import DeadCodeElimination
 from ..transform.fold_constant import FoldConstant
@@ -24,10 +25,12 @@ from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
 from ..op.annotation import HOST
 from ..transform.annotate_target import RemovePins, check_pins
 from ..transform.partition import partition_for
+from ..transform.plan_devices import PlanDevices
 from .graph_codegen import _GraphBuilder
 from .lower_te import LowerTE
-from .target_hooks import run_relay_to_runtime, run_relay_to_tir, split_by_target, tir_to_runtime
+from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
 from .library import GraphExecutorLibrary
+from ..runtime.module import CSourceModule
 
 Progress = Callable[[str], None]
 
@@ -64,13 +67,34 @@ def as_target(target: TargetLike | None) -> Target:
     return target if isinstance(target, Target) else Target(target)
 
 
-def partition(mod: IRModule, target: Target, ctx: PassContext, say: Progress, prefix: str) -> IRModule:
-    """Run the partition pipeline for each accelerator, in the target's order."""
+def named_config(target: TargetLike | CompilationConfig | None) -> CompilationConfig | None:
+    """The named pieces when `target` describes several ("name: target; ..."), else None."""
+    if not is_named_targets(target):
+        return None
+    config = parse_named_targets(target)  # type: ignore[arg-type]
+    for name, piece in config.pieces.items():
+        if name != config.host_name and piece.accelerators:
+            raise TesseraError(f"piece {name!r} ({piece}) has accelerators; only the host piece "
+                               f"{config.host_name!r} may have them")
+    return config
+
+
+def partition(mod: IRModule, target: Target, ctx: PassContext, say: Progress, prefix: str,
+              config: CompilationConfig | None = None) -> IRModule:
+    """Run the partition pipeline for each accelerator, in the target's order.
+
+    In a named compilation, device planning then gives every remaining call
+    a piece; otherwise the pins have done their job and go.
+    """
     accelerators = target.accelerators
-    check_pins(mod.main, [HOST, *(a.kind.name for a in accelerators)])
+    pieces = list(config.pieces) if config is not None else []
+    check_pins(mod.main, [HOST, *(a.kind.name for a in accelerators), *pieces])
     for accel in accelerators:
         say(f"partitioning for {accel.kind.name}")
         mod = partition_for(mod, accel, ctx, prefix)
+    if config is not None:
+        say(f"placing calls on pieces {', '.join(pieces)}")
+        return PlanDevices(config)(mod, ctx)
     return RemovePins()(mod, ctx)
 
 
@@ -84,13 +108,28 @@ class Lowered:
     externals: list
     owned_constants: dict
     started: float
+    config: CompilationConfig | None = None  # the named pieces, for named compilations
+
+    @property
+    def host_piece(self) -> str | None:
+        return self.config.host_name if self.config is not None else None
+
+    def code_modules(self) -> tuple[CSourceModule, list[tuple[str | None, CSourceModule]]]:
+        """The host piece's C module and every other (piece, module), each built by its own target."""
+        host = self.target.host
+        modules = [(key, piece_runtime(key[0], sub, key[1])) for key, sub in split_by_piece(self.mod, host).items()]
+        host_key = (self.host_piece, host)
+        host_module = next((m for key, m in modules if key == host_key), None)
+        if host_module is None:
+            host_module = tir_to_runtime(IRModule({}), host)
+        return host_module, [(key[0], m) for key, m in modules if m is not host_module]
 
 
 EXECUTORS = ("graph", "aot")
 
 
 def lower_to_tir(mod: IRModule | Function, target: Target, params, ctx: PassContext, say: Progress,
-                 mod_name: str) -> Lowered:
+                 mod_name: str, config: CompilationConfig | None = None) -> Lowered:
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
     t0 = time.perf_counter()
@@ -99,14 +138,14 @@ def lower_to_tir(mod: IRModule | Function, target: Target, params, ctx: PassCont
         mod = mod.with_function("main", bind_params(mod.main, params))
     say("optimising graph")
     mod = optimize(mod, ctx)
-    mod = partition(mod, target, ctx, say, prefix)
+    mod = partition(mod, target, ctx, say, prefix, config)
     mod = FuseOps()(mod, ctx)
     partitioned = mod
     mod = run_relay_to_tir(mod, [*target.accelerators, target.host], ctx)
     externals, owned = run_relay_to_runtime(mod, target.accelerators)
     say("lowering kernels to loops")
-    mod = LowerTE(prefix)(mod, ctx)
-    return Lowered(mod, partitioned, target, externals, owned, t0)
+    mod = LowerTE(prefix, config.pieces if config is not None else None)(mod, ctx)
+    return Lowered(mod, partitioned, target, externals, owned, t0, config)
 
 
 def check_mod_name(mod_name: str) -> str:
@@ -128,7 +167,10 @@ def build(
 
     `target` is a Target, a target string ("c", "c -mcpu=cortex-m7") or an
     alias ("blas"); the build reads its toolchain, code generators, hooks and
-    accelerators (partitioned in order) from it. `params` are bound as
+    accelerators (partitioned in order) from it. Named pieces
+    ("little: c -mcpu=cortex-m0; big: c -mcpu=cortex-m7", or a
+    CompilationConfig) spread the calls over several processors: the first
+    piece is the host, which runs the executor. `params` are bound as
     constants before optimisation (so weights fold). `executor="graph"`
     returns a library for the graph executor on this machine;
     `executor="aot"` returns standalone C for any machine (an AotLibrary),
@@ -136,7 +178,8 @@ def build(
     """
     say = progress or (lambda msg: None)
     ctx = ctx or PassContext.current()
-    target = as_target(target)
+    config = named_config(target)
+    target = config.host if config is not None else as_target(target)  # type: ignore[arg-type]
     check_mod_name(mod_name)
     if executor not in EXECUTORS:
         raise TesseraError(f"unknown executor {executor!r}{did_you_mean(executor, EXECUTORS)}; valid: {', '.join(EXECUTORS)}")
@@ -147,21 +190,23 @@ def build(
             f"target {host} builds code for another machine; the graph executor runs in this process. "
             "Use executor='aot' for microcontroller targets."
         )
-    lowered = lower_to_tir(mod, target, params, ctx, say, mod_name)
+    if executor == "graph" and config is not None:
+        for name, piece in config.pieces.items():
+            if not piece.kind.get_attr("toolchain")(piece).is_host:
+                raise TesseraError(f"piece {name!r} ({piece}) builds code for another machine; the graph "
+                                   "executor runs every piece in this process. Use executor='aot'.")
+    lowered = lower_to_tir(mod, target, params, ctx, say, mod_name, config)
     if executor == "aot":
         return build_aot(lowered, toolchain, mod_name, say)
     return build_graph(lowered, say)
 
 
 def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
-    mod, host = lowered.mod, lowered.target.host
+    mod = lowered.mod
     say("generating C")
     plan = _GraphBuilder(mod).build()
-    modules = [tir_to_runtime(sub, t) for t, sub in split_by_target(mod, host).items()]
-    host_module = next((m for m, t in zip(modules, split_by_target(mod, host)) if t == host), None)
-    if host_module is None:
-        host_module = tir_to_runtime(IRModule({}), host)
-    host_module.imports.extend(m for m in modules if m is not host_module)
+    host_module, others = lowered.code_modules()
+    host_module.imports.extend(m for _, m in others)
     python_seconds = time.perf_counter() - lowered.started
     say(f"compiling {len(host_module.units())} C translation units")
     lib = GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, lowered.externals,
@@ -174,19 +219,23 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     from ..codegen.c_source import CodeGenC
     from ..relay.printer import module_str
     from .aot.executor import build_executor
-    from .aot.library import AotLibrary
+    from .aot.library import AotLibrary, PieceCode
     from .aot.plan import build_program
 
     if lowered.externals:
         names = ", ".join(sorted(f for m in lowered.externals for f in m.function_names()))
         raise TesseraError(f"the AOT executor runs C kernels only; partitions {names} were compiled into "
                            "external runtime modules (RelayToRuntime). Use the graph executor for them.")
-    mod, host = lowered.mod, lowered.target.host
+    mod = lowered.mod
     say("planning memory")
     program = build_program(mod, mod_name)
     say("generating C")
-    modules = [tir_to_runtime(sub, t) for t, sub in split_by_target(mod, host).items()]
-    sources = [s for m in modules for s in m.sources]
+    host_module, others = lowered.code_modules()
+    modules = [host_module, *(m for _, m in others)]
+    # the host folder holds the host piece's kernels and those of library targets (e.g. blas);
+    # every other named piece gets a folder of its own
+    pieces = {name: m for name, m in others if name is not None}
+    sources = [s for m in modules if m not in pieces.values() for s in m.sources]
     # libraries that kernels from target hooks call (e.g. -lopenblas) must reach the final link
     link_flags = list(dict.fromkeys(f for m in modules for f in m.toolchain.ldflags))
     gen = CodeGenC()
@@ -196,8 +245,13 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     from ..target.toolchain import SourceFile
 
     sources.append(SourceFile(f"tsgen_{mod_name}_executor.c", gen.source()))
-    sources = [SourceFile(f"tsgen_{mod_name}_{s.name}" if not s.name.startswith("tsgen_") else s.name, s.text)
-               for s in sources]
-    return AotLibrary(program, lowered.target, toolchain, sources, module_str(lowered.partitioned),
+    def prefixed(files):
+        return [SourceFile(f"tsgen_{mod_name}_{s.name}" if not s.name.startswith("tsgen_") else s.name, s.text)
+                for s in files]
+
+    piece_code = {name: PieceCode(name, lowered.config[name], m.toolchain, prefixed(m.sources))  # type: ignore[index]
+                  for name, m in pieces.items()}
+    return AotLibrary(program, lowered.target, toolchain, prefixed(sources), module_str(lowered.partitioned),
                       time.perf_counter() - lowered.started, partitioned_mod=lowered.partitioned,
-                      link_flags=link_flags or list(toolchain.ldflags))
+                      link_flags=link_flags or list(toolchain.ldflags), pieces=piece_code,
+                      config=lowered.config)

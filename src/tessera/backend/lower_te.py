@@ -7,6 +7,8 @@ share one kernel, which keeps both the C file and gcc's time small.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .. import te
@@ -20,7 +22,9 @@ from ..relay.visitor import post_order, rewrite
 from ..tir import expr as E
 from ..tir.stmt import PrimFunc
 from ..transform.infer_type import infer_expr
+from ..target.target import Target
 from ..transform.pass_infra import Pass, PassContext
+from .target_hooks import DEVICE_ATTR, TARGET_ATTR
 
 MAX_NAME_OPS = 4
 
@@ -90,8 +94,9 @@ class LowerTE(Pass):
     name = "LowerTE"
     opt_level = 0
 
-    def __init__(self, prefix: str = "tsgen_default_") -> None:
+    def __init__(self, prefix: str = "tsgen_default_", pieces: Mapping[str, Target] | None = None) -> None:
         self.prefix = prefix
+        self.pieces = pieces or {}  # named compilation: piece -> the target that builds its kernels
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
         main_gv = mod.get_global_var("main")
@@ -108,7 +113,8 @@ class LowerTE(Pass):
             assert isinstance(func, Function)
             if func.attrs.compiler:
                 return None  # owned by an external code generator
-            key = expr_str(func)
+            device = func.attrs.extra.get(DEVICE_ATTR)
+            key = f"{device}\n{expr_str(func)}"  # the same kernel on two pieces is two kernels
             gv = kernels.get(key)
             if gv is None:
                 base = self.prefix + kernel_name_hint(func)
@@ -118,6 +124,8 @@ class LowerTE(Pass):
                     k += 1
                 used_names.add(name)
                 prim = lower_primitive(func, name)
+                if device is not None:
+                    prim = prim.with_attrs(**{TARGET_ATTR: self.pieces[device], DEVICE_ATTR: device})
                 gv = GlobalVar(name)
                 new_mod = new_mod.with_function(gv, prim)
                 kernels[key] = gv

@@ -19,6 +19,7 @@ from ..op.registry import Op
 from ..relay.expr import Call, Function, GlobalVar, Tuple, TupleGetItem
 from ..relay.module import IRModule
 from ..relay.visitor import post_order
+from ..transform.plan_devices import DEVICE_ATTR
 
 HOST = "host"
 PALETTE = ["#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc", "#fc9272", "#fdd0a2", "#c7e9c0", "#dadaeb"]
@@ -30,6 +31,7 @@ class KernelNode:
     target: str
     ops: list[str]
     inputs: list[int] = field(default_factory=list)  # indices of producer kernels
+    partition: bool = False  # a whole partition of an accelerator, not one kernel
 
 
 @dataclass
@@ -48,8 +50,9 @@ class PartitionReport:
         for target, counter in sorted(self.op_counts().items(), key=lambda kv: (kv[0] != HOST, kv[0])):
             n_ops = sum(counter.values())
             n_kernels = sum(1 for k in self.kernels if k.target == target)
+            partitions = all(k.partition for k in self.kernels if k.target == target)
             lines.append(f"{target}: {n_ops} of {total} operators in {n_kernels} "
-                         f"{'kernels' if target == HOST else 'partitions'}")
+                         f"{'partitions' if partitions else 'kernels'}")
             for op, n in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])):
                 lines.append(f"    {n:5d}  {op}")
         return "\n".join(lines)
@@ -137,11 +140,13 @@ def partition_report(source: IRModule | object) -> PartitionReport:
             target = func.attrs.compiler if isinstance(func, Function) and func.attrs.compiler else HOST
             name = node.op.name_hint
             ops = _ops_of(func) if isinstance(func, Function) else []
-        elif isinstance(node.op, Function):
-            target, name, ops = HOST, f"kernel_{len(kernels)}", _ops_of(node.op)
+        elif isinstance(node.op, Function):  # a kernel of the default flow, on its named piece if any
+            target = node.op.attrs.extra.get(DEVICE_ATTR, HOST)
+            name, ops = f"kernel_{len(kernels)}", _ops_of(node.op)
         else:
             continue
         producers = [p for a in node.args for p in _producers(a, index)]
         index[id(node)] = len(kernels)
-        kernels.append(KernelNode(name, target, ops, sorted(set(producers))))
+        kernels.append(KernelNode(name, target, ops, sorted(set(producers)),
+                                  isinstance(node.op, GlobalVar) and target != HOST))
     return PartitionReport(kernels)

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import TesseraError
 from ..relay.module import IRModule
 from ..runtime.module import CSourceModule
+from ..target.toolchain import SourceFile
 from ..target.errors import TargetError
 from ..relay.expr import Function
 from ..runtime.external import ExternalModule
@@ -19,6 +20,7 @@ from ..target.hooks import RELAY_TO_RUNTIME, RELAY_TO_TIR, TIR_TO_RUNTIME, UPDAT
 from ..target.target import Target
 from ..tir.stmt import PrimFunc
 from ..transform.pass_infra import PassContext
+from ..transform.plan_devices import DEVICE_ATTR  # also the PrimFunc attribute naming its piece
 
 TARGET_ATTR = "target"  # PrimFunc attribute: the Target whose code generator builds it
 
@@ -95,13 +97,25 @@ def primfunc_target(func: PrimFunc, default: Target) -> Target:
     return target if isinstance(target, Target) else default
 
 
-def split_by_target(mod: IRModule, host: Target) -> dict[Target, IRModule]:
-    """PrimFuncs grouped by the target that builds them (unmarked ones: host)."""
-    groups: dict[Target, dict] = {}
+def split_by_piece(mod: IRModule, host: Target) -> dict[tuple[str | None, Target], IRModule]:
+    """PrimFuncs grouped by (named piece or None, target that builds them).
+
+    Two pieces with equal targets stay apart: each is its own processor.
+    """
+    groups: dict[tuple[str | None, Target], dict] = {}
     for gv, func in mod.items():
         if isinstance(func, PrimFunc):
-            groups.setdefault(primfunc_target(func, host), {})[gv] = func
-    return {t: IRModule(funcs) for t, funcs in groups.items()}
+            key = (func.attrs.get(DEVICE_ATTR), primfunc_target(func, host))
+            groups.setdefault(key, {})[gv] = func
+    return {k: IRModule(funcs) for k, funcs in groups.items()}
+
+
+def piece_runtime(piece: str | None, mod: IRModule, target: Target) -> CSourceModule:
+    """`tir_to_runtime`, with the piece's name on its source files so pieces never collide."""
+    module = tir_to_runtime(mod, target)
+    if piece is not None:
+        module.sources = [SourceFile(f"{piece}_{s.name}", s.text, s.cacheable) for s in module.sources]
+    return module
 
 
 def tir_to_runtime(mod: IRModule, target: Target) -> CSourceModule:

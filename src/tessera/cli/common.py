@@ -56,11 +56,13 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str
     import tessera
     from ..frontend import from_onnx
     from ..target import Target
+    from ..target.named import is_named_targets, parse_named_targets
     from ..transform import PassContext, PrintIRInstrument
 
-    tgt = Target(target)
+    tgt = parse_named_targets(target) if is_named_targets(target) else Target(target)
+    host = tgt.host
     say(f"importing {path}")
-    mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(tgt))
+    mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(host))
     instruments = [PrintIRInstrument(["FuseOps", "LowerTE"], sys.stderr)] if dump_ir else []
     with PassContext(opt_level=opt_level, instruments=instruments) as ctx:
         lib = tessera.build(mod, target=tgt, params=params, ctx=ctx, progress=say, executor=executor,

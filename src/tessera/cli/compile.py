@@ -19,7 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", required=True, help="output: model.so (graph) or model.tar / a folder (aot)")
     p.add_argument("-t", "--target", default="c",
                    help="target: e.g. 'c', 'c -mcpu=cortex-m7', or an alias such as 'blas' or 'onnxruntime' "
-                        "(see `tessera targets`); default c")
+                        "(see `tessera targets`), or named pieces 'little: c -mcpu=cortex-m0; big: c -mcpu=cortex-m7' "
+                        "(the first is the host); default c")
     p.add_argument("--executor", choices=("graph", "aot"), default="graph",
                    help="graph: a library run by tessera's graph executor; aot: standalone C (default graph)")
     p.add_argument("--mod-name", help="prefix of the generated C symbols, tsgen_<name>_ (aot; default: file name)")

@@ -4,6 +4,9 @@
 accelerator will run (AnnotateTarget, MergeCompilerRegions); PartitionGraph
 removes them. `on_target(x)` pins the call producing `x` to a named target
 (or to "host" to keep it off every accelerator).
+
+`device_copy(x, src, dst)` is the one that computes: device planning inserts
+it where a tensor moves between named pieces with different memories.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..relay.expr import Call, Expr
+from .. import te
 from ..relay.ty import Type
 from .registry import OpPattern, register_op
 
@@ -46,3 +50,22 @@ HOST = "host"
 def on_target(expr: Expr, target: str) -> Call:
     """Pin the call that computes `expr` to the target (or sub-target piece) named `target`."""
     return on_target_op(expr, target=target)
+
+
+@dataclass(frozen=True)
+class DeviceCopyAttrs:
+    src: str  # piece that produced the tensor
+    dst: str  # piece that reads the copy
+
+
+device_copy_op = register_op(
+    "device_copy", type_rel=_identity_type, reference=lambda args, a: args[0].copy(),
+    pattern=OpPattern.OPAQUE,  # never fused: it is the boundary between two memories
+    compute=lambda inputs, a, out: te.compute(inputs[0].shape, lambda *i: inputs[0][i], name="copy"),
+    attrs=DeviceCopyAttrs, num_inputs=1,
+    doc="copy a tensor from the memory of piece `src` to that of piece `dst`",
+)
+
+
+def device_copy(expr: Expr, src: str, dst: str) -> Call:
+    return device_copy_op(expr, src=src, dst=dst)

@@ -88,6 +88,7 @@ class _Printer:
             parts.append(f'Composite="{a.composite}"')
         if a.global_symbol:
             parts.append(f'global_symbol="{a.global_symbol}"')
+        parts += [f'{key}="{value}"' for key, value in sorted(a.extra.items())]
         return f" /* {', '.join(parts)} */" if parts else ""
 
     def body(self, root: Expr, indent: str) -> tuple[list[str], str]:

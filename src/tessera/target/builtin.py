@@ -113,6 +113,9 @@ C_KIND = (
     .add_attr_option("mfpu", OptionType.STR, doc="Arm FPU (default: the core's)")
     .add_attr_option("cc", OptionType.STR, doc="C compiler executable to use instead of the default")
     .add_attr_option("accelerators", OptionType.TARGET_LIST, doc="accelerator targets, partitioned in order")
+    .add_attr_option("memory", OptionType.STR,
+                     doc="memory this core works in, for named pieces (default: shared system memory); "
+                         "tensors moving between pieces with different memories are copied")
     .set_default_keys("cpu")
     .set_attr("validate", validate_c)
     .set_attr("toolchain", c_toolchain)

@@ -70,8 +70,18 @@ class CompilationConfig:
         return cls({name: Target(target)}, name)
 
 
+_NAMED_SPEC = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*:")
+
+
+def is_named_targets(spec: object) -> bool:
+    """Does `spec` describe named pieces ("name: target; ...") rather than one target?"""
+    return isinstance(spec, CompilationConfig) or (isinstance(spec, str) and bool(_NAMED_SPEC.match(spec)))
+
+
 def parse_named_targets(spec: str | Mapping[str, TargetLike], host: str | None = None) -> CompilationConfig:
     """Parse `"name: target; name: target"` (or a dict name -> target)."""
+    if isinstance(spec, CompilationConfig):
+        return spec
     if isinstance(spec, Mapping):
         items = list(spec.items())
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import TesseraError, format_choices
+from ..errors import TesseraError, did_you_mean, format_choices
 from ..op.annotation import HOST, compiler_begin, compiler_end, on_target_op
 from ..op.registry import Op
 from ..relay.expr import Call, Expr, Function
@@ -98,8 +98,8 @@ def check_pins(func: Function, valid: Sequence[str]) -> None:
     for call in _pin_calls(func):
         if call.attrs.target not in valid:
             raise TesseraError(
-                f"on_target pins a call to {call.attrs.target!r}, which is not a target of this build; "
-                f"valid: {format_choices(valid)}"
+                f"on_target pins a call to {call.attrs.target!r}, which is not a target of this build"
+                f"{did_you_mean(call.attrs.target, valid)}; valid: {format_choices(valid)}"
             )
 
 

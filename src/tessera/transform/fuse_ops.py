@@ -8,6 +8,9 @@ producer whose only consumer it is, when the pair composes:
 * elementwise/broadcast after a convolution, matmul (out-elementwise-
   fusable) or reduction group: the group's epilogue.
 
+Calls placed on different pieces of a named compilation (PlanDevices) never
+share a group; each primitive function records its piece.
+
 Each group has one output, so the result cannot create a cycle. Scalar
 constants are copied into the kernels that use them (they become immediates
 in the C code); other constants stay arguments, i.e. graph parameters.
@@ -15,15 +18,17 @@ in the C code); other constants stay arguments, i.e. graph parameters.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..op.registry import Op, OpPattern
-from ..relay.expr import Call, Constant, Expr, FuncAttrs, Function, Tuple, TupleGetItem, Var, children
+from ..relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var, children
 from ..relay.module import IRModule
 from ..relay.ty import TupleType
 from ..relay.visitor import post_order
 from .infer_type import infer_expr
 from .pass_infra import FunctionPass, PassContext
+from .plan_devices import device_attrs, take_placement
 
 INLINE_CONSTANT_ELEMENTS = 1
 
@@ -33,6 +38,7 @@ class _Group:
     root: Call
     members: list[Call] = field(default_factory=list)
     anchor: OpPattern = OpPattern.ELEMWISE
+    device: str | None = None  # the piece of a named compilation that runs it
 
 
 def _can_extend(group: _Group, consumer: OpPattern) -> bool:
@@ -52,13 +58,15 @@ def _is_op_call(e: Expr) -> bool:
     return isinstance(e, Call) and isinstance(e.op, Op)
 
 
-def plan_groups(body: Expr, allow_fusion: bool = True) -> dict[int, _Group]:
+def plan_groups(body: Expr, allow_fusion: bool = True,
+                device_of: Mapping[int, str] | None = None) -> dict[int, _Group]:
     """Map id(call) -> its group, for every operator call in `body`.
 
     Producers come first: each call joins the group of at most one producer
     (the one with the strongest anchor, e.g. the convolution of a residual
     add), provided that producer's only consumer is this call.
     """
+    device_of = device_of or {}
     nodes = post_order(body, into_functions=False)
     consumers: dict[int, int] = {id(body): 1}
     for node in nodes:
@@ -71,16 +79,17 @@ def plan_groups(body: Expr, allow_fusion: bool = True) -> dict[int, _Group]:
         assert isinstance(node, Call)
         pattern = node.op.pattern  # type: ignore[union-attr]
         target = None
+        device = device_of.get(id(node))
         if allow_fusion:
             candidates = [
                 groups[id(a)] for a in node.args
                 if id(a) in groups and groups[id(a)].root is a and consumers.get(id(a), 0) == 1
-                and _can_extend(groups[id(a)], pattern)
+                and groups[id(a)].device == device and _can_extend(groups[id(a)], pattern)
             ]
             if candidates:
                 target = max(candidates, key=lambda g: g.anchor)
         if target is None:
-            target = _Group(node)
+            target = _Group(node, device=device)
         target.members.append(node)
         target.root = node
         target.anchor = max(target.anchor, pattern)
@@ -114,7 +123,7 @@ def _outline(group: _Group, rebuilt: dict[int, Expr]) -> Call:
                     args.append(rebuilt[id(a)])
                 new_args.append(param_of[id(a)])
         local[id(member)] = Call(member.op, tuple(new_args), member.attrs)
-    func = Function(tuple(params), local[id(group.root)], attrs=FuncAttrs(primitive=True))
+    func = Function(tuple(params), local[id(group.root)], attrs=device_attrs(group.device))
     return Call(func, tuple(args))
 
 
@@ -124,9 +133,10 @@ def fuse_function(func: Function, mod: IRModule | None = None, allow_fusion: boo
     With `allow_fusion=False` each call gets a function of its own.
     """
     func = infer_expr(func, mod)  # type: ignore[assignment]
-    groups = plan_groups(func.body, allow_fusion)
+    body, device_of = take_placement(func.body)
+    groups = plan_groups(body, allow_fusion, device_of)
     rebuilt: dict[int, Expr] = {}
-    for node in post_order(func.body, into_functions=False):
+    for node in post_order(body, into_functions=False):
         if _is_op_call(node):
             group = groups[id(node)]
             if group.root is node:
@@ -144,7 +154,7 @@ def fuse_function(func: Function, mod: IRModule | None = None, allow_fusion: boo
                                      tuple(rebuilt[id(a)] for a in node.args), node.attrs)
         else:
             raise NotImplementedError(f"FuseOps: unexpected {type(node).__name__} in a dataflow graph")
-    new = Function(func.params, rebuilt[id(func.body)], func.ret_type, func.attrs)
+    new = Function(func.params, rebuilt[id(body)], func.ret_type, func.attrs)
     return infer_expr(new, mod)  # type: ignore[return-value]
 
 

@@ -33,6 +33,20 @@ CRT_SOURCES = ("workspace_stack.c",)
 
 
 @dataclass
+class PieceCode:
+    """The kernels of one named piece other than the host, built by its own toolchain."""
+
+    name: str
+    target: Target
+    toolchain: Toolchain
+    sources: list[SourceFile]
+
+    @property
+    def folder(self) -> str:
+        return f"codegen/{self.name}"
+
+
+@dataclass
 class AotLibrary:
     program: AotProgram
     target: Target
@@ -43,6 +57,8 @@ class AotLibrary:
     source_model: bytes | None = None  # the ONNX model it came from, kept for `tessera run --check`
     partitioned_mod: object = None  # the Relay module after partitioning, for reports
     link_flags: list[str] = field(default_factory=lambda: ["-lm"])  # what the final link needs
+    pieces: dict[str, PieceCode] = field(default_factory=dict)  # named pieces other than the host
+    config: object = None  # the CompilationConfig of a named compilation
 
     @property
     def name(self) -> str:
@@ -71,7 +87,7 @@ class AotLibrary:
             "executor": "aot",
             "interfaces": ["c", "packed"],
             "target": str(self.target),
-            "targets": {"host": str(self.target)},
+            "targets": self._targets(),
             "toolchain": {"cc": self.toolchain.cc, "cflags": list(self.toolchain.cflags),
                           "link_flags": list(self.link_flags)},
             "inputs": tensors(p.inputs),
@@ -87,11 +103,39 @@ class AotLibrary:
             "steps": len(p.steps),
         }
 
+    def _targets(self) -> dict[str, object]:
+        if self.config is None:
+            return {"host": str(self.target)}
+        host_name = self.config.host_name  # type: ignore[attr-defined]
+        return {name: {"target": str(t), "folder": "codegen/host" if name == host_name else f"codegen/{name}",
+                       "host": name == host_name}
+                for name, t in self.config.pieces.items()}  # type: ignore[attr-defined]
+
+    def compile_pieces(self, workdir: Path) -> dict[str, list[Path]]:
+        """Compile each piece's kernels with that piece's own toolchain; piece -> object files.
+
+        The host piece's folder also holds the executor, which it runs. (A
+        board run links one image for the board's CPU; this is how a
+        multi-core build would compile each core's share.)
+        """
+        host_name = self.config.host_name if self.config is not None else "host"  # type: ignore[attr-defined]
+        shares = [(host_name, self.toolchain, self.kernel_sources)]
+        shares += [(p.name, p.toolchain, p.sources) for p in self.pieces.values()]
+        objects: dict[str, list[Path]] = {}
+        for name, toolchain, sources in shares:
+            out = workdir / name
+            out.mkdir(parents=True, exist_ok=True)
+            objects[name] = [toolchain.compile_object(s, out) for s in sources]
+        return objects
+
     def files(self) -> dict[str, bytes]:
         """The Model Library Format layout, path -> content."""
         out: dict[str, bytes] = {"metadata.json": json.dumps(self.metadata(), indent=2, sort_keys=True).encode()}
         for s in self.sources():
             out[f"codegen/host/src/{s.name}"] = s.text.encode()
+        for piece in self.pieces.values():
+            for s in piece.sources:
+                out[f"{piece.folder}/src/{s.name}"] = s.text.encode()
         out[f"codegen/host/src/{params_file(self.program)}"] = self.program.params_blob()
         out[f"codegen/host/include/{header_name(self.program)}"] = self.header().encode()
         for name in CRT_HEADERS:

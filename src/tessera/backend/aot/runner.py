@@ -104,7 +104,8 @@ def include_flags(folder: Path) -> list[str]:
 
 
 def model_sources(folder: Path) -> list[Path]:
-    return [*sorted((folder / "codegen/host/src").glob("*.c")), *sorted((folder / "runtime/src").glob("*.c"))]
+    """Every piece's generated C (codegen/<piece>/src) and the runtime's."""
+    return [*sorted((folder / "codegen").glob("*/src/*.c")), *sorted((folder / "runtime/src").glob("*.c"))]
 
 
 def run_on_host(folder: Path, sig: Signature, inputs: Sequence[np.ndarray], toolchain: Toolchain) -> list[np.ndarray]:
