@@ -231,3 +231,12 @@ def test_capability_limits_the_automatic_choice(digits, elementwise_only_kind):
     lib = tessera.build(mod, target=spec, params=params)
     assert {p for p, ops in placement(lib) if HEAVY & set(ops)} == {"cpu"}  # ...but it cannot run them
     close(lib(x)[0], ref)
+
+
+def test_function_pin_works_for_accelerators_too(digits):
+    mod, params, x, ref = digits
+    offloaded = tessera.build(mod, target="blas", params=params)
+    assert "blas" in {p for p, _ in placement(offloaded)}
+    kept = tessera.build(mod.with_function("main", pin_function(mod.main, "host")), target="blas", params=params)
+    assert {p for p, _ in placement(kept)} == {"host"}
+    close(kept(x)[0], ref)

@@ -24,8 +24,9 @@ from ..transform.pass_infra import PassContext, Sequential
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
 from ..op.annotation import HOST
 from ..transform.annotate_target import RemovePins, check_pins
+from ..transform.merge_composite import InlineComposites
 from ..transform.partition import partition_for
-from ..transform.plan_devices import PlanDevices
+from ..transform.plan_devices import ExpandFunctionPins, PlanDevices
 from .graph_codegen import _GraphBuilder
 from .lower_te import LowerTE
 from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
@@ -88,10 +89,12 @@ def partition(mod: IRModule, target: Target, ctx: PassContext, say: Progress, pr
     """
     accelerators = target.accelerators
     pieces = list(config.pieces) if config is not None else []
+    mod = ExpandFunctionPins()(mod, ctx)
     check_pins(mod.main, [HOST, *(a.kind.name for a in accelerators), *pieces])
     for accel in accelerators:
         say(f"partitioning for {accel.kind.name}")
         mod = partition_for(mod, accel, ctx, prefix)
+    mod = InlineComposites()(mod, ctx)
     if config is not None:
         say(f"placing calls on pieces {', '.join(pieces)}")
         return PlanDevices(config)(mod, ctx)

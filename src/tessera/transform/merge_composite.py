@@ -21,7 +21,8 @@ from ..relay.dataflow_pattern import (
 )
 from ..relay.expr import Call, Constant, Expr, FuncAttrs, Function, Tuple, TupleGetItem, Var, children
 from ..relay.module import IRModule
-from ..relay.visitor import post_order, rebuild
+from ..op.annotation import on_target, on_target_op
+from ..relay.visitor import post_order, rebuild, rewrite, substitute
 from .infer_type import infer_expr
 from .pass_infra import FunctionPass, PassContext
 
@@ -133,3 +134,36 @@ class MergeComposite(FunctionPass):
         if func.attrs.compiler or func.attrs.primitive:
             return func
         return merge_composite(func, self.table, mod)
+
+
+class InlineComposites(FunctionPass):
+    """Put back the composites no accelerator took, as plain calls.
+
+    A composite left in `main` (its accelerator declined it, or a pin kept
+    it off) is lowered by the default flow like any other call. A pin on
+    the composite pins every call inside it.
+    """
+
+    name = "InlineComposites"
+    opt_level = 0
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        if func.attrs.compiler or func.attrs.primitive:
+            return func
+        pins = {id(n.args[0]): n.attrs.target for n in post_order(func.body, into_functions=False)
+                if isinstance(n, Call) and n.op is on_target_op}
+
+        def visit(old: Expr, new: Expr) -> Expr | None:
+            if not (isinstance(new, Call) and isinstance(new.op, Function) and new.op.attrs.composite):
+                return None
+            inner = new.op
+            body = inner.body
+            if id(old) in pins:
+                body = rewrite(body, lambda o, n: on_target(n, pins[id(old)])
+                               if isinstance(n, Call) and not isinstance(n.op, Function) else None)
+            return substitute(body, {id(p): a for p, a in zip(inner.params, new.args)})
+
+        inlined = rewrite(func.body, visit, into_functions=False)
+        if inlined is func.body:
+            return func
+        return infer_expr(Function(func.params, inlined, func.ret_type, func.attrs), mod)  # type: ignore[return-value]

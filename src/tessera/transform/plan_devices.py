@@ -6,7 +6,8 @@ on one piece. The choice, in order of precedence:
 1. a pin on the call site: `on_target(expr, "inference_cpu")`;
 2. a pin on an enclosing function: `pin_function(func, "inference_cpu")`
    on a function called from `main` (or on `main` itself, which pins every
-   call not pinned otherwise);
+   call not pinned otherwise), turned into call-site pins by
+   ExpandFunctionPins before partitioning (so accelerators honour them too);
 3. the device policy, from the pieces able to run the op. The default,
    `"fastest_for_compute"`, puts convolutions and matrix products on the
    fastest piece and lets every other call follow its producer, so chains
@@ -140,8 +141,15 @@ def _op_calls(body: Expr) -> list[Call]:
             and not _is_pin(n)]
 
 
-def inline_pinned_functions(func: Function, mod: IRModule | None) -> Function:
-    """Inline calls of pinned functions (local or global), pinning each call of their bodies."""
+def _pin_unpinned(body: Expr, piece: str) -> Expr:
+    """Pin every operator call of `body` that carries no pin yet."""
+    already = {id(p.args[0]) for p in post_order(body, into_functions=False) if _is_pin(p)}
+    todo = {id(c) for c in _op_calls(body)} - already
+    return rewrite(body, lambda old, new: on_target(new, piece) if id(old) in todo else None, into_functions=False)
+
+
+def expand_function_pins(func: Function, mod: IRModule | None) -> Function:
+    """Function pins as call-site pins: pinned callees are inlined, a pinned `func` pins its own calls."""
 
     def callee(call: Call) -> Function | None:
         target = call.op
@@ -152,21 +160,30 @@ def inline_pinned_functions(func: Function, mod: IRModule | None) -> Function:
         return None
 
     def visit(old: Expr, new: Expr) -> Expr | None:
-        if not isinstance(new, Call):
-            return None
-        inner = callee(new)
+        inner = callee(new) if isinstance(new, Call) else None
         if inner is None:
             return None
-        piece = inner.attrs.extra[PIN_ATTR]
-        inner = Function(inner.params, inline_pinned_functions(inner, mod).body)  # nested pins first
-        already = {id(p.args[0]) for p in post_order(inner.body, into_functions=False) if _is_pin(p)}
-        todo = {id(c) for c in _op_calls(inner.body)} - already
-        body = rewrite(inner.body, lambda o, n: on_target(n, piece) if id(o) in todo else None,
-                       into_functions=False)
-        return substitute(body, {id(p): a for p, a in zip(inner.params, new.args)})
+        inner = expand_function_pins(inner, mod)  # nested pins first
+        return substitute(inner.body, {id(p): a for p, a in zip(inner.params, new.args)})  # type: ignore[union-attr]
 
     body = rewrite(func.body, visit, into_functions=False)
-    return Function(func.params, body, func.ret_type, func.attrs)
+    attrs = func.attrs
+    if PIN_ATTR in attrs.extra:
+        body = _pin_unpinned(body, attrs.extra[PIN_ATTR])
+        attrs = attrs.with_(extra={k: v for k, v in attrs.extra.items() if k != PIN_ATTR})
+    return Function(func.params, body, func.ret_type, attrs)
+
+
+class ExpandFunctionPins(FunctionPass):
+    """Before partitioning: turn function pins into call-site pins every later pass understands."""
+
+    name = "ExpandFunctionPins"
+    opt_level = 0
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        if func.attrs.primitive or func.attrs.compiler:
+            return func
+        return expand_function_pins(func, mod)
 
 
 class DevicePlanner:
@@ -189,11 +206,11 @@ class DevicePlanner:
             )
         return self.pieces[name]
 
-    def choose(self, call: Call, pin: str | None, default: str | None, producers: list[Piece]) -> Piece:
+    def choose(self, call: Call, pin: str | None, producers: list[Piece]) -> Piece:
         op = call.op
         assert isinstance(op, Op)
-        if pin is not None or default is not None:
-            piece = self.piece(pin if pin is not None else default, f"a call of {op.name}")  # type: ignore[arg-type]
+        if pin is not None:
+            piece = self.piece(pin, f"a call of {op.name}")
             if not piece.can_run(op):
                 able = [p.name for p in self.pieces.values() if p.can_run(op)]
                 raise TesseraError(
@@ -222,7 +239,6 @@ class DevicePlanner:
     def plan(self, func: Function) -> Function:
         body = func.body
         pins = {id(p.args[0]): p.attrs.target for p in post_order(body, into_functions=False) if _is_pin(p)}
-        default = func.attrs.extra.get(PIN_ATTR)
         new: dict[int, Expr] = {}
         where: dict[int, Piece | None] = {}  # id(new value) -> piece holding it (None: constants)
 
@@ -240,7 +256,7 @@ class DevicePlanner:
                 new[id(node)] = node
             elif isinstance(node, Call) and isinstance(node.op, Op):
                 args = [located(a) for a in node.args]
-                piece = self.choose(node, pins.get(id(node)), default, [p for _, p in args if p is not None])
+                piece = self.choose(node, pins.get(id(node)), [p for _, p in args if p is not None])
                 moved = tuple(self.move(a, p, piece) for a, p in args)
                 result = on_target(Call(node.op, moved, node.attrs), piece.name)
                 new[id(node)] = result
@@ -260,11 +276,7 @@ class DevicePlanner:
                 where[id(item)] = piece
             else:
                 raise TesseraError(f"PlanDevices: unexpected {type(node).__name__} in a dataflow graph")
-        out = self._to_host(new[id(body)], where)
-        attrs = func.attrs
-        if PIN_ATTR in attrs.extra:
-            attrs = attrs.with_(extra={k: v for k, v in attrs.extra.items() if k != PIN_ATTR})
-        return Function(func.params, out, func.ret_type, attrs)
+        return Function(func.params, self._to_host(new[id(body)], where), func.ret_type, func.attrs)
 
     def _to_host(self, out: Expr, where: dict[int, Piece | None]) -> Expr:
         """The function's results end in the host's memory."""
@@ -293,7 +305,6 @@ class PlanDevices(FunctionPass):
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
         if func.attrs.primitive or func.attrs.compiler:
             return func
-        func = inline_pinned_functions(func, mod)
         return DevicePlanner(self.config, resolve_policy(ctx)).plan(func)
 
 
