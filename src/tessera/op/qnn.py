@@ -37,7 +37,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .nn.conv import ConvAttrs, conv_reference, _make_type_rel as _conv_type_rel
-from .nn.conv_schedule import ConvGeometry, conv_schedule, pad_input
+from .nn.conv_schedule import ConvGeometry, _rows, pad_input
 from .nn.pool import PoolAttrs, _pool_type
 from .registry import OpPattern, register_op
 
@@ -205,7 +205,11 @@ class Requant:
 
 @dataclass(frozen=True)
 class QConvAttrs:
+    """The weight is stored flat, (OC, IC / groups * KH * KW), so each output
+    channel's weights are one contiguous run for the dot-product kernel."""
+
     conv: ConvAttrs
+    kernel: tuple[int, int]
     input_zero_point: int
     requant: Requant
 
@@ -232,45 +236,90 @@ def _check_channel_vectors(bias: TensorType, mult: TensorType, channels: int, wh
 _conv2d_shape = _conv_type_rel(2)
 
 
+def _weight4(w: TensorType | np.ndarray, attrs: QConvAttrs, ic: int) -> tuple[int, ...]:
+    return (w.shape[0], ic // attrs.conv.groups, *attrs.kernel)
+
+
 def _qconv_type(types: tuple[Type, ...], attrs: QConvAttrs) -> Type:
     x, w, bias, mult = (as_tensor(t) for t in types)
     _check_int8((x, w), "qnn.conv2d")
-    out = _conv2d_shape((x, w), attrs.conv)
+    if x.ndim != 4 or w.ndim != 2 or w.shape[1] != x.shape[1] // attrs.conv.groups * math.prod(attrs.kernel):
+        raise TypeInferenceError(f"qnn.conv2d needs NCHW data and a flat (OC, C/groups*KH*KW) weight, "
+                                 f"got {x.shape} and {w.shape} for kernel {attrs.kernel}")
+    out = _conv2d_shape((x, TensorType(_weight4(w, attrs, x.shape[1]), "int8")), attrs.conv)
     assert isinstance(out, TensorType)
     _check_channel_vectors(bias, mult, w.shape[0], "qnn.conv2d")
     return out
 
 
+def weight_sums(w: np.ndarray) -> np.ndarray:
+    """Sum of each output channel's weights: input_zero_point * sum is what padding-free raw products add."""
+    return w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
+
+
 def _qconv_ref(args: list[np.ndarray], attrs: QConvAttrs) -> np.ndarray:
+    """acc = sum over the window of x * w (padding reads the zero point) + bias."""
     x, w, bias, mult = args
-    acc = conv_reference([x.astype(np.int64) - attrs.input_zero_point, w.astype(np.int64)], attrs.conv)
-    acc = acc + bias.astype(np.int64).reshape(1, -1, 1, 1)
+    w4 = w.reshape(_weight4(w, attrs, x.shape[1])).astype(np.int64)
+    zp = attrs.input_zero_point
+    acc = conv_reference([x.astype(np.int64) - zp, w4], attrs.conv)
+    acc = acc + (bias.astype(np.int64) + zp * weight_sums(w)).reshape(1, -1, 1, 1)
     r = attrs.requant
     return requantize_ref(acc, mult.reshape(1, -1, 1, 1), r.shift, r.output_zero_point, r.lo, r.hi)
+
+
+def _im2col(padded: te.Tensor, attrs: QConvAttrs, out: TensorType) -> te.Tensor:
+    """col[n, p, k]: the window of output position p as one contiguous row of K = C*KH*KW."""
+    (kh, kw), (sh, sw), (dh, dw) = attrs.kernel, attrs.conv.strides, attrs.conv.dilation
+    _, c, oh, ow = out.shape
+    k_total = padded.shape[1] * kh * kw
+
+    def element(n: E.Var, p: E.Var, k: E.Var) -> E.PrimExpr:
+        row = E.add(E.mul(E.floordiv(p, ow), sh), E.mul(E.floormod(E.floordiv(k, kw), kh), dh))
+        col = E.add(E.mul(E.floormod(p, ow), sw), E.mul(E.floormod(k, kw), dw))
+        return padded[n, E.floordiv(k, kh * kw), row, col]
+
+    return te.compute((out.shape[0], oh * ow, k_total), element, name="im2col", axis_names=["n", "p", "k"],
+                      materialize=True)
+
+
+def dot_s8(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
+    """int8 x int8 -> int32; a reduction of these along contiguous runs becomes `ts_dot_int8` in C."""
+    return E.mul(E.cast(a, "int32"), E.cast(b, "int32"))
 
 
 def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType) -> te.Tensor:
     data, weight, bias, mult = inputs
     a = attrs.conv
-    oc, icpg = weight.shape[:2]
-    g = ConvGeometry(tuple(out.shape), tuple(weight.shape[2:]), a.strides, a.dilation, icpg, oc // a.groups)
-    ends = a.padding[2:]
-    if g.uses_tiles():
-        ends = ends[:-1] + (ends[-1] + g.tile_overhang(),)
-    # padding with the zero point is padding with real 0; it stays int8 in scratch
-    padded = pad_input(data, a.padding[:2], ends, attrs.input_zero_point, materialize=True)
-    zp = E.const(attrs.input_zero_point, "int32")
-    shifted = te.compute(padded.shape, lambda *i: E.sub(E.cast(padded[i], "int32"), zp), name="centred")
+    n, oc, oh, ow = out.shape
+    padded = pad_input(data, a.padding[:2], a.padding[2:], attrs.input_zero_point, materialize=True)
+    if a.groups == 1:
+        # im2col, then one contiguous int8 dot product per output: SMLAD / MVE friendly
+        col = _im2col(padded, attrs, out)
+        rk = te.reduce_axis(col.shape[2], "rk")
+        acc = te.compute((n, oc, oh * ow), lambda b, c, p: te.sum(dot_s8(col[b, p, rk.var], weight[c, rk.var]), rk),
+                         name="qconv2d", axis_names=["n", "c", "p"])
 
-    def read_weight(c: E.PrimExpr, rc: E.PrimExpr, taps) -> E.PrimExpr:
-        return E.cast(weight[(c, rc, *taps)], "int32")
+        def read(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+            return acc[b, c, E.add(E.mul(y, ow), x)]
+    else:
+        icpg = data.shape[1] // a.groups
+        g = ConvGeometry(tuple(out.shape), attrs.kernel, a.strides, a.dilation, icpg, oc // a.groups)
+        taps = attrs.kernel[1]
 
-    acc = conv_schedule(shifted, read_weight, g, "qconv2d")
+        def read_weight(c: E.PrimExpr, rc: E.PrimExpr, t) -> E.PrimExpr:
+            return E.cast(weight[c, E.add(E.mul(E.add(E.mul(rc, attrs.kernel[0]), t[0]), taps), t[1])], "int32")
+
+        widened = te.compute(padded.shape, lambda *i: E.cast(padded[i], "int32"), name="widen")
+        grouped = _rows(widened, read_weight, g, "qconv2d_grouped")
+
+        def read(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+            return grouped[b, c, y, x]
     r = attrs.requant
 
-    def element(n: E.Var, c: E.Var, *pos: E.Var) -> E.PrimExpr:
-        total = E.add(acc[(n, c, *pos)], bias[c])
-        return requantize_expr(total, _channel(mult, c), r.shift, r.output_zero_point, r.lo, r.hi)
+    def element(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+        return requantize_expr(E.add(read(b, c, y, x), bias[c]), _channel(mult, c), r.shift, r.output_zero_point,
+                               r.lo, r.hi)
 
     return te.compute(out.shape, element, name="requantize", axis_names=["n", "c", "o0", "o1"])
 
@@ -278,7 +327,8 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType) 
 qconv2d = register_op(
     "qnn.conv2d", type_rel=_qconv_type, reference=_qconv_ref, pattern=OpPattern.OPAQUE,
     compute=_qconv_compute, attrs=QConvAttrs, num_inputs=4,
-    doc="int8 2-d convolution (NCHW, OIHW, symmetric weights), int32 bias, fixed-point requantisation.",
+    doc="int8 2-d convolution (NCHW, flat symmetric weights), int32 accumulation of raw products with the "
+        "input zero point folded into the bias, fixed-point requantisation.",
 )
 
 
@@ -292,8 +342,9 @@ def _qdense_type(types: tuple[Type, ...], attrs: QDenseAttrs) -> Type:
 
 
 def _qdense_ref(args: list[np.ndarray], attrs: QDenseAttrs) -> np.ndarray:
+    """acc = x @ w.T + bias (raw products: the bias holds -input_zero_point * sum(w))."""
     x, w, bias, mult = args
-    acc = (x.astype(np.int64) - attrs.input_zero_point) @ w.astype(np.int64).T + bias.astype(np.int64)
+    acc = x.astype(np.int64) @ w.astype(np.int64).T + bias.astype(np.int64)
     r = attrs.requant
     return requantize_ref(acc, mult.reshape(1, -1), r.shift, r.output_zero_point, r.lo, r.hi)
 
@@ -301,13 +352,8 @@ def _qdense_ref(args: list[np.ndarray], attrs: QDenseAttrs) -> np.ndarray:
 def _qdense_compute(inputs: list[te.Tensor], attrs: QDenseAttrs, out: TensorType) -> te.Tensor:
     x, w, bias, mult = inputs
     rk = te.reduce_axis(x.shape[1], "rk")
-    zp = E.const(attrs.input_zero_point, "int32")
-
-    def dot(m: E.Var, n: E.Var) -> E.PrimExpr:
-        a = E.sub(E.cast(x[m, rk.var], "int32"), zp)
-        return te.sum(E.mul(a, E.cast(w[n, rk.var], "int32")), rk)
-
-    acc = te.compute(out.shape, dot, name="qdense", axis_names=["m", "n"])
+    acc = te.compute(out.shape, lambda m, n: te.sum(dot_s8(x[m, rk.var], w[n, rk.var]), rk), name="qdense",
+                     axis_names=["m", "n"])
     r = attrs.requant
 
     def element(m: E.Var, n: E.Var) -> E.PrimExpr:
@@ -319,7 +365,8 @@ def _qdense_compute(inputs: list[te.Tensor], attrs: QDenseAttrs, out: TensorType
 qdense = register_op(
     "qnn.dense", type_rel=_qdense_type, reference=_qdense_ref, pattern=OpPattern.OPAQUE,
     compute=_qdense_compute, attrs=QDenseAttrs, num_inputs=4,
-    doc="int8 x (M, K) times int8 weight (N, K) transposed, int32 bias, fixed-point requantisation.",
+    doc="int8 x (M, K) times int8 weight (N, K) transposed, raw int32 products plus a bias that folds the "
+        "input zero point, fixed-point requantisation.",
 )
 
 

@@ -154,8 +154,12 @@ def _conv(y: Expr, out: Dequantized) -> Expr | None:
     if bias is None:
         return None
     requant, mult = _requant(out.s, out.zp, x.s * ws, relu)
-    attrs = qnn.QConvAttrs(conv.attrs, x.zp, requant)
-    return Call(qnn.qconv2d, (x.x, Constant(w), Constant(bias), mult), attrs)
+    folded = bias.astype(np.int64) - x.zp * qnn.weight_sums(w)  # raw products: see qnn.conv2d
+    if np.abs(folded).max() >= 2**31:
+        return None
+    attrs = qnn.QConvAttrs(conv.attrs, (w.shape[2], w.shape[3]), x.zp, requant)
+    return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), Constant(folded.astype(np.int32)), mult),
+                attrs)
 
 
 def _dense(y: Expr, out: Dequantized) -> Expr | None:
@@ -177,7 +181,10 @@ def _dense(y: Expr, out: Dequantized) -> Expr | None:
     if bias is None:
         return None
     requant, mult = _requant(out.s, out.zp, x.s * ws, relu)
-    return Call(qnn.qdense, (x.x, Constant(w), Constant(bias), mult), qnn.QDenseAttrs(x.zp, requant))
+    folded = bias.astype(np.int64) - x.zp * qnn.weight_sums(w)  # raw products: see qnn.dense
+    if np.abs(folded).max() >= 2**31:
+        return None
+    return Call(qnn.qdense, (x.x, Constant(w), Constant(folded.astype(np.int32)), mult), qnn.QDenseAttrs(x.zp, requant))
 
 
 def _add(y: Expr, out: Dequantized) -> Expr | None:
