@@ -36,12 +36,7 @@ MHZ = 120
 
 def _ort_exact(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     """onnxruntime without graph optimisations: QDQ exactly as ONNX defines it."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})[0]
+    return ort_run(model, {"input": x}, optimize=False)[0]
 
 
 def main(argv: list[str] | None = None) -> int:

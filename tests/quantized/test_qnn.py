@@ -34,12 +34,7 @@ FLOAT_KERNELS = {"nn.conv2d", "nn.dense", "nn.matmul", "nn.avg_pool2d", "mean", 
 
 def ort_reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     """onnxruntime with graph optimisations off: DequantizeLinear -> float op -> QuantizeLinear, as ONNX defines."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})[0]
+    return ort_run(model, {"input": x}, optimize=False)[0]
 
 
 def ops_after_optimize(model: onnx.ModelProto) -> Counter:

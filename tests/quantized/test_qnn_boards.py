@@ -73,6 +73,14 @@ def test_m55_uses_helium(tmp_path):
     assert "vmlava" in asm and "vctp.8" in asm and "smlad" not in asm  # vmladava, tail-predicated
 
 
+def test_cli_checks_int8_on_a_board(tmp_path, capsys):
+    tar = tmp_path / "vww.tar"  # the model whose fused onnxruntime softmax is one step off: --check uses ONNX's definition
+    model = q8.model_path("vww_mobilenet")
+    assert cli(["compile", str(model), "--executor", "aot", "-t", "c -mcpu=cortex-m4", "-o", str(tar), "-q"]) == 0
+    assert cli(["run", str(tar), "--board", "mps2-an386", "--random-input", "--check", "-q"]) == 0
+    assert "CHECK OK" in capsys.readouterr().out
+
+
 def test_cli_counts_int8_instructions_deterministically(tmp_path, capsys):
     tar = tmp_path / "ad.tar"
     model = q8.model_path("ad_autoencoder")
