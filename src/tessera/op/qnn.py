@@ -154,7 +154,9 @@ def _dequantize_ref(args: list[np.ndarray], attrs: DequantizeAttrs) -> np.ndarra
 
 
 def _param_at(t: te.Tensor, index: tuple[E.PrimExpr, ...], axis: int) -> E.PrimExpr:
-    return _channel(t, index[normalize_axis(axis, len(index))] if index else E.IntImm(0))
+    if t.shape[0] == 1:
+        return t[E.IntImm(0)]
+    return t[index[normalize_axis(axis, len(index))]]
 
 
 def _quantize_compute(inputs: list[te.Tensor], attrs: QuantizeAttrs, out: TensorType) -> te.Tensor:
