@@ -21,6 +21,7 @@ from ..transform.fold_constant import FoldConstant
 from ..transform.fuse_ops import FuseOps
 from ..transform.infer_type import InferType
 from ..transform.pass_infra import PassContext, Sequential
+from ..transform.quantize_to_integer import QuantizeToInteger
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
 from ..op.annotation import HOST
 from ..transform.annotate_target import RemovePins, check_pins
@@ -55,7 +56,7 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
 
 def optimize(mod: IRModule, ctx: PassContext) -> IRModule:
     seq = Sequential(
-        [InferType(), DeadCodeElimination(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
+        [InferType(), DeadCodeElimination(), QuantizeToInteger(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
          FoldConstant()],
         name="optimize",
     )

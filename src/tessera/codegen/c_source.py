@@ -17,6 +17,7 @@ from ..errors import CompileError
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
+from ..tir.functor import substitute, walk_expr
 from .c_helpers import helper_name, helper_source
 from .names import Namespace
 
@@ -185,6 +186,8 @@ class _FunctionWriter:
         handler(self, s)
 
     def _for(self, s: S.For) -> None:
+        if self._dot_product(s):
+            return
         var = self.ns.name_of(s.loop_var, s.loop_var.name)
         c = dt.c_type(s.loop_var.dtype)
         self.nonneg.add(id(s.loop_var))
@@ -199,6 +202,31 @@ class _FunctionWriter:
         self.stmt(s.body)
         self.indent -= 1
         self.emit("}")
+
+    def _dot_product(self, s: S.For) -> bool:
+        """`acc += (int32)a[i + k] * (int32)b[j + k]` over int8 runs -> one `ts_dot_int8` call."""
+        store = s.body
+        if not isinstance(store, S.BufferStore) or id(store.buffer.root) not in self.scalars:
+            return False
+        v = store.value
+        if not (isinstance(v, E.BinaryOp) and v.op is E.BinOp.ADD and v.dtype == "int32"
+                and isinstance(v.a, E.BufferLoad) and v.a.buffer is store.buffer
+                and isinstance(v.b, E.BinaryOp) and v.b.op is E.BinOp.MUL):
+            return False
+        loads = []
+        for operand in (v.b.a, v.b.b):
+            if not (isinstance(operand, E.Cast) and isinstance(operand.value, E.BufferLoad)
+                    and operand.value.dtype == "int8" and id(operand.value.buffer.root) not in self.scalars):
+                return False
+            flat = self.flat_index(operand.value.buffer, operand.value.indices)
+            if _linear_coefficient(flat, s.loop_var) != 1:
+                return False
+            loads.append((operand.value.buffer, substitute(flat, {s.loop_var: E.IntImm(0)})))
+        helper = self.gen.declare_helper("dot", "int8")
+        ptrs = [f"&{self.ns.name_of(b.root, b.root.name)}[{self.expr(start)}]" for b, start in loads]
+        acc = self.lvalue(store.buffer, store.indices)
+        self.emit(f"{acc} = {helper}({ptrs[0]}, {ptrs[1]}, {self.expr(s.extent)}, {acc});")
+        return True
 
     def _seq(self, s: S.SeqStmt) -> None:
         for x in s.stmts:
@@ -368,6 +396,27 @@ class _FunctionWriter:
         if e.func is E.Intrinsic.ABS:
             return f"{self.gen.declare_helper('iabs', d)}({args[0]})"
         raise CompileError(f"C codegen: unsupported intrinsic {e.func}")
+
+
+def _linear_coefficient(e: E.PrimExpr, var: E.Var) -> int | None:
+    """c when `e` is `c * var + (terms without var)`, None when it is not affine in `var`."""
+    if e is var:
+        return 1
+    if not any(n is var for n in walk_expr(e)):
+        return 0
+    if isinstance(e, E.Cast) and not dt.is_float(e.dtype):
+        return _linear_coefficient(e.value, var)
+    if isinstance(e, E.BinaryOp) and e.op in (E.BinOp.ADD, E.BinOp.SUB):
+        a, b = _linear_coefficient(e.a, var), _linear_coefficient(e.b, var)
+        if a is None or b is None:
+            return None
+        return a + b if e.op is E.BinOp.ADD else a - b
+    if isinstance(e, E.BinaryOp) and e.op is E.BinOp.MUL:
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(y, E.IntImm):
+                c = _linear_coefficient(x, var)
+                return None if c is None else c * y.value
+    return None
 
 
 def _balanced(text: str) -> bool:

@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (registration)
     transform_fill, transform_gather, transform_pad, transform_resize, transform_scan, transform_scatter,
 )
 from .nn import conv, matmul, norm, pool, softmax  # noqa: F401
+from . import qnn  # noqa: F401
 from .registry import REGISTRY, Op, OpPattern, register_op
 
 __all__ = ["REGISTRY", "Op", "OpPattern", "register_op"]

@@ -49,6 +49,7 @@ class Op:
     attrs_type: Optional[type] = None
     num_inputs: Optional[int] = None  # None: variadic
     doc: str = ""
+    foldable: bool = True  # False: FoldConstant keeps calls on constants (e.g. int8 weights to dequantize)
 
     def __call__(self, *args: object, **attrs: object) -> Any:
         """Build a call: `conv2d(x, w, strides=(2, 2))`."""
@@ -122,9 +123,10 @@ def register_op(
     attrs: Optional[type] = None,
     num_inputs: Optional[int] = None,
     doc: str = "",
+    foldable: bool = True,
 ) -> Op:
     return REGISTRY.register(
-        Op(name, type_rel, reference, pattern, compute, attrs, num_inputs, doc)
+        Op(name, type_rel, reference, pattern, compute, attrs, num_inputs, doc, foldable)
     )
 
 

@@ -50,10 +50,20 @@ def data_input(model: onnx.ModelProto) -> tuple[str, list[int]]:
     return inp.name, [d.dim_value for d in inp.type.tensor_type.shape.dim]
 
 
-def ort_session(model: onnx.ModelProto, threads: int = 1):
+def is_quantized(model: onnx.ModelProto) -> bool:
+    """Whether the model quantises (QDQ or QLinear* operators)."""
+    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") or n.op_type.startswith(("QLinear", "QGemm"))
+               for n in model.graph.node)
+
+
+def ort_session(model: onnx.ModelProto, threads: int = 1, optimize: bool = True):
+    """`optimize=False`: no graph optimisations, so a QDQ model runs as ONNX defines it
+    (onnxruntime otherwise fuses it into its own int8 kernels, e.g. a table-driven softmax)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
+    if not optimize:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3  # ResNet/ZFNet carry an unused initializer ORT warns about
@@ -61,9 +71,9 @@ def ort_session(model: onnx.ModelProto, threads: int = 1):
 
 
 def ort_run(model: onnx.ModelProto, feed: dict[str, np.ndarray], outputs: list[str] | None = None,
-            threads: int = 1) -> list[np.ndarray]:
+            threads: int = 1, optimize: bool = True) -> list[np.ndarray]:
     """Run `model` in onnxruntime (single-threaded by default)."""
-    return ort_session(model, threads).run(outputs, feed)
+    return ort_session(model, threads, optimize).run(outputs, feed)
 
 
 def seeded_input(shape: list[int] | tuple[int, ...], seed: int = 0) -> np.ndarray:

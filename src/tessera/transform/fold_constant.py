@@ -19,7 +19,7 @@ from .pass_infra import FunctionPass, PassContext
 
 def _evaluate(call: Call) -> Expr | None:
     op = call.op
-    if not isinstance(op, Op) or not all(isinstance(a, Constant) for a in call.args):
+    if not isinstance(op, Op) or not op.foldable or not all(isinstance(a, Constant) for a in call.args):
         return None
     args = [np.asarray(a.data) for a in call.args]  # type: ignore[union-attr]
     value = op.reference(args, call.attrs)

@@ -1,0 +1,488 @@
+"""Quantized operators (``qnn.*``): int8 tensors with integer arithmetic.
+
+Two kinds:
+
+* the boundary ops ``qnn.quantize`` / ``qnn.dequantize``, ONNX's
+  QuantizeLinear / DequantizeLinear (float at run time, as ONNX defines
+  them: ``q = saturate(round_half_even(x / scale) + zp)`` and
+  ``x = (q - zp) * scale``); scale and zero point are inputs, per tensor
+  (one element) or per channel along ``axis``;
+* integer kernels made by `transform.quantize_to_integer` from
+  dequantize -> float op -> quantize: ``qnn.conv2d``, ``qnn.dense``,
+  ``qnn.add``, ``qnn.avg_pool2d``. They accumulate int8 x int8 in int32 and
+  requantise in fixed point, no float at run time:
+  ``y = clamp(((acc * m + 2^(s-1)) >> s) + zp_out, lo, hi)`` with a 64-bit
+  product, ``m < 2^31`` per output channel (an input tensor) and one shift
+  ``s`` per op (an attribute). Relu / Clip fused into a kernel only move
+  ``lo`` / ``hi``.
+
+Rounding: the fixed-point multiplier carries at least 24 significant bits
+(float32's precision) whenever the channel scales of one op span less than
+2^7, so results differ from onnxruntime's float requantisation only where
+``acc * M`` lies within about 2^-24 (relative) of a half (see
+docs/quantization.md). ``half_even`` makes exact ties round to even, as ONNX's
+QuantizeLinear does; pooling, whose multipliers are often exact, uses it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import te
+from ..errors import TypeInferenceError
+from ..relay.ty import TensorType, Type
+from ..tir import expr as E
+from ._util import as_tensor, normalize_axis
+from .nn.conv import ConvAttrs, conv_reference, _make_type_rel as _conv_type_rel
+from .nn.conv_schedule import ConvGeometry, _rows, pad_input
+from .nn.pool import PoolAttrs, _pool_type
+from .registry import OpPattern, register_op
+
+INT8 = (-128, 127)
+
+
+# ------------------------------------------------------------ fixed point
+def fixed_point(multipliers: np.ndarray | list[float], limit_bits: int = 31) -> tuple[np.ndarray, int]:
+    """Integers m and one shift s with m / 2^s ~ multipliers and every |m| < 2^limit_bits."""
+    reals = np.asarray(multipliers, dtype=np.float64).reshape(-1)
+    top = float(np.max(np.abs(reals))) if reals.size else 0.0
+    if not top > 0:
+        return np.zeros(reals.shape, np.int32), 1
+    shift = limit_bits - 1 - math.floor(math.log2(top))
+    shift = min(shift, 62)
+    while np.max(np.abs(np.round(reals * 2.0**shift))) >= 2**limit_bits:
+        shift -= 1
+    if shift < 1:
+        raise ValueError(f"requantisation multiplier {top} is too large for fixed point (max 2^30)")
+    return np.round(reals * 2.0**shift).astype(np.int64).astype(np.int32), shift
+
+
+def requantize_ref(acc: np.ndarray, m: np.ndarray, shift: int, zp: int, lo: int, hi: int,
+                   half_even: bool = False) -> np.ndarray:
+    """NumPy reference of the fixed-point requantisation (exact, int64)."""
+    p = acc.astype(np.int64) * m.astype(np.int64)
+    q = (p + (1 << (shift - 1))) >> shift
+    if half_even:
+        tie = (p & ((1 << shift) - 1)) == (1 << (shift - 1))
+        q = np.where(tie, q & ~1, q)
+    return np.clip(q + zp, lo, hi).astype(np.int8)
+
+
+def requantize_expr(acc: E.PrimExpr, m: E.PrimExpr, shift: int, zp: int, lo: int, hi: int,
+                    half_even: bool = False) -> E.PrimExpr:
+    """TIR of `requantize_ref` for one int32 accumulator and int32 multiplier."""
+    p = E.mul(E.cast(acc, "int64"), E.cast(m, "int64"))
+    q = E.binary(E.BinOp.SHR, E.add(p, E.const(1 << (shift - 1), "int64")), E.const(shift, "int64"))
+    if half_even:
+        tie = E.eq(E.binary(E.BinOp.BITAND, p, E.const((1 << shift) - 1, "int64")), E.const(1 << (shift - 1), "int64"))
+        q = E.select(tie, E.binary(E.BinOp.BITAND, q, E.const(-2, "int64")), q)
+    y = E.add(E.cast(q, "int32"), E.const(zp, "int32"))
+    return E.cast(E.minimum(E.maximum(y, E.const(lo, "int32")), E.const(hi, "int32")), "int8")
+
+
+def _channel(t: te.Tensor, c: E.PrimExpr) -> E.PrimExpr:
+    """Element c of a per-channel vector, or its only element."""
+    return t[E.IntImm(0) if t.shape[0] == 1 else c]
+
+
+# ------------------------------------------------------ quantize / dequantize
+@dataclass(frozen=True)
+class QuantizeAttrs:
+    axis: int = 1
+    out_dtype: str = "int8"
+
+
+@dataclass(frozen=True)
+class DequantizeAttrs:
+    axis: int = 1
+
+
+def _params_check(x: TensorType, scale: TensorType, zp: TensorType, axis: int, what: str) -> None:
+    if scale.ndim > 1 or zp.shape != scale.shape:
+        raise TypeInferenceError(f"{what}: scale and zero point must be scalars or matching 1-d vectors, "
+                                 f"got {scale.shape} and {zp.shape}")
+    if scale.dtype != "float32":
+        raise TypeInferenceError(f"{what}: scale must be float32, got {scale.dtype}")
+    size = math.prod(scale.shape)
+    if size != 1 and (x.ndim == 0 or size != x.shape[normalize_axis(axis, x.ndim)]):
+        raise TypeInferenceError(f"{what}: {size} scales do not match axis {axis} of {x.shape}")
+
+
+def _quantize_type(types: tuple[Type, ...], attrs: QuantizeAttrs) -> Type:
+    x, scale, zp = (as_tensor(t) for t in types)
+    _params_check(x, scale, zp, attrs.axis, "qnn.quantize")
+    if x.dtype != "float32":
+        raise TypeInferenceError(f"qnn.quantize takes float32, got {x.dtype}")
+    if attrs.out_dtype not in ("int8", "uint8") or zp.dtype != attrs.out_dtype:
+        raise TypeInferenceError(f"qnn.quantize: output {attrs.out_dtype} with a {zp.dtype} zero point; "
+                                 "expected int8 or uint8 for both")
+    return TensorType(x.shape, attrs.out_dtype)
+
+
+def _dequantize_type(types: tuple[Type, ...], attrs: DequantizeAttrs) -> Type:
+    x, scale, zp = (as_tensor(t) for t in types)
+    _params_check(x, scale, zp, attrs.axis, "qnn.dequantize")
+    if x.dtype not in ("int8", "uint8", "int32") or zp.dtype != x.dtype:
+        raise TypeInferenceError(f"qnn.dequantize takes int8, uint8 or int32 with a zero point of the same "
+                                 f"dtype, got {x.dtype} and {zp.dtype}")
+    return TensorType(x.shape, "float32")
+
+
+def _along(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    if v.size == 1 or ndim == 0:
+        return v.reshape(())
+    shape = [1] * ndim
+    shape[normalize_axis(axis, ndim)] = v.size
+    return v.reshape(shape)
+
+
+def _quantize_ref(args: list[np.ndarray], attrs: QuantizeAttrs) -> np.ndarray:
+    x, scale, zp = args
+    info = np.iinfo(attrs.out_dtype)
+    q = np.rint(x.astype(np.float32) / _along(scale, x.ndim, attrs.axis)).astype(np.float64)
+    q = q + _along(zp, x.ndim, attrs.axis).astype(np.float64)
+    return np.clip(q, info.min, info.max).astype(attrs.out_dtype)
+
+
+def _dequantize_ref(args: list[np.ndarray], attrs: DequantizeAttrs) -> np.ndarray:
+    x, scale, zp = args
+    diff = x.astype(np.int64) - _along(zp, x.ndim, attrs.axis).astype(np.int64)
+    return (diff.astype(np.float32) * _along(scale, x.ndim, attrs.axis)).astype(np.float32)
+
+
+def _param_at(t: te.Tensor, index: tuple[E.PrimExpr, ...], axis: int) -> E.PrimExpr:
+    if t.shape[0] == 1:
+        return t[E.IntImm(0)]
+    return t[index[normalize_axis(axis, len(index))]]
+
+
+def _quantize_compute(inputs: list[te.Tensor], attrs: QuantizeAttrs, out: TensorType) -> te.Tensor:
+    x, scale, zp = inputs
+    lo, hi = (-128, 127) if attrs.out_dtype == "int8" else (0, 255)
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        r = E.call(E.Intrinsic.ROUND, [E.div(x[i], _param_at(scale, i, attrs.axis))], "float32")
+        v = E.add(r, E.cast(_param_at(zp, i, attrs.axis), "float32"))
+        return E.cast(E.minimum(E.maximum(v, E.const(lo, "float32")), E.const(hi, "float32")), attrs.out_dtype)
+
+    return te.compute(out.shape, element, name="quantize")
+
+
+def _dequantize_compute(inputs: list[te.Tensor], attrs: DequantizeAttrs, out: TensorType) -> te.Tensor:
+    x, scale, zp = inputs
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        diff = E.sub(E.cast(x[i], "int32"), E.cast(_param_at(zp, i, attrs.axis), "int32"))
+        return E.mul(E.cast(diff, "float32"), _param_at(scale, i, attrs.axis))
+
+    return te.compute(out.shape, element, name="dequantize")
+
+
+quantize = register_op(
+    "qnn.quantize", type_rel=_quantize_type, reference=_quantize_ref, pattern=OpPattern.ELEMWISE,
+    compute=_quantize_compute, attrs=QuantizeAttrs, num_inputs=3,
+    doc="ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point).",
+)
+dequantize = register_op(
+    "qnn.dequantize", type_rel=_dequantize_type, reference=_dequantize_ref, pattern=OpPattern.ELEMWISE,
+    compute=_dequantize_compute, attrs=DequantizeAttrs, num_inputs=3, foldable=False,
+    doc="ONNX DequantizeLinear: (x - zero_point) * scale. Not folded on constants: "
+        "QuantizeToInteger needs the int8 weights (it folds what it leaves).",
+)
+
+
+# ------------------------------------------------------------ requantised ops
+@dataclass(frozen=True)
+class Requant:
+    """The fixed-point epilogue shared by the integer kernels (multipliers are an input)."""
+
+    shift: int
+    output_zero_point: int
+    lo: int = INT8[0]
+    hi: int = INT8[1]
+
+
+@dataclass(frozen=True)
+class QConvAttrs:
+    """The weight is stored flat, (OC, IC / groups * KH * KW), so each output
+    channel's weights are one contiguous run for the dot-product kernel."""
+
+    conv: ConvAttrs
+    kernel: tuple[int, int]
+    input_zero_point: int
+    requant: Requant
+
+
+@dataclass(frozen=True)
+class QDenseAttrs:
+    input_zero_point: int
+    requant: Requant
+
+
+def _check_int8(types: tuple[TensorType, ...], what: str) -> None:
+    for k, t in enumerate(types):
+        if t.dtype != "int8":
+            raise TypeInferenceError(f"{what}: input {k} must be int8, got {t.dtype}")
+
+
+def _check_channel_vectors(bias: TensorType, mult: TensorType, channels: int, what: str) -> None:
+    if bias.dtype != "int32" or mult.dtype != "int32" or bias.shape != (channels,) or \
+            mult.shape not in ((channels,), (1,)):
+        raise TypeInferenceError(f"{what}: bias must be int32 ({channels},) and multipliers int32 ({channels},) "
+                                 f"or (1,); got {bias.dtype} {bias.shape} and {mult.dtype} {mult.shape}")
+
+
+_conv2d_shape = _conv_type_rel(2)
+
+
+def _weight4(w: TensorType | np.ndarray, attrs: QConvAttrs, ic: int) -> tuple[int, ...]:
+    return (w.shape[0], ic // attrs.conv.groups, *attrs.kernel)
+
+
+def _qconv_type(types: tuple[Type, ...], attrs: QConvAttrs) -> Type:
+    x, w, bias, mult = (as_tensor(t) for t in types)
+    _check_int8((x, w), "qnn.conv2d")
+    if x.ndim != 4 or w.ndim != 2 or w.shape[1] != x.shape[1] // attrs.conv.groups * math.prod(attrs.kernel):
+        raise TypeInferenceError(f"qnn.conv2d needs NCHW data and a flat (OC, C/groups*KH*KW) weight, "
+                                 f"got {x.shape} and {w.shape} for kernel {attrs.kernel}")
+    out = _conv2d_shape((x, TensorType(_weight4(w, attrs, x.shape[1]), "int8")), attrs.conv)
+    assert isinstance(out, TensorType)
+    _check_channel_vectors(bias, mult, w.shape[0], "qnn.conv2d")
+    return out
+
+
+def weight_sums(w: np.ndarray) -> np.ndarray:
+    """Sum of each output channel's weights: input_zero_point * sum is what padding-free raw products add."""
+    return w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
+
+
+def _qconv_ref(args: list[np.ndarray], attrs: QConvAttrs) -> np.ndarray:
+    """acc = sum over the window of x * w (padding reads the zero point) + bias."""
+    x, w, bias, mult = args
+    w4 = w.reshape(_weight4(w, attrs, x.shape[1])).astype(np.int64)
+    zp = attrs.input_zero_point
+    acc = conv_reference([x.astype(np.int64) - zp, w4], attrs.conv)
+    acc = acc + (bias.astype(np.int64) + zp * weight_sums(w)).reshape(1, -1, 1, 1)
+    r = attrs.requant
+    return requantize_ref(acc, mult.reshape(1, -1, 1, 1), r.shift, r.output_zero_point, r.lo, r.hi)
+
+
+def _im2col(padded: te.Tensor, attrs: QConvAttrs, out: TensorType) -> te.Tensor:
+    """col[n, p, k]: the window of output position p as one contiguous row of K = C*KH*KW."""
+    (kh, kw), (sh, sw), (dh, dw) = attrs.kernel, attrs.conv.strides, attrs.conv.dilation
+    _, c, oh, ow = out.shape
+    k_total = padded.shape[1] * kh * kw
+
+    def element(n: E.Var, p: E.Var, k: E.Var) -> E.PrimExpr:
+        row = E.add(E.mul(E.floordiv(p, ow), sh), E.mul(E.floormod(E.floordiv(k, kw), kh), dh))
+        col = E.add(E.mul(E.floormod(p, ow), sw), E.mul(E.floormod(k, kw), dw))
+        return padded[n, E.floordiv(k, kh * kw), row, col]
+
+    return te.compute((out.shape[0], oh * ow, k_total), element, name="im2col", axis_names=["n", "p", "k"],
+                      materialize=True)
+
+
+def dot_s8(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
+    """int8 x int8 -> int32; a reduction of these along contiguous runs becomes `ts_dot_int8` in C."""
+    return E.mul(E.cast(a, "int32"), E.cast(b, "int32"))
+
+
+def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType) -> te.Tensor:
+    data, weight, bias, mult = inputs
+    a = attrs.conv
+    n, oc, oh, ow = out.shape
+    padded = pad_input(data, a.padding[:2], a.padding[2:], attrs.input_zero_point, materialize=True)
+    if a.groups == 1:
+        # im2col, then one contiguous int8 dot product per output: SMLAD / MVE friendly
+        col = _im2col(padded, attrs, out)
+        rk = te.reduce_axis(col.shape[2], "rk")
+        acc = te.compute((n, oc, oh * ow), lambda b, c, p: te.sum(dot_s8(col[b, p, rk.var], weight[c, rk.var]), rk),
+                         name="qconv2d", axis_names=["n", "c", "p"])
+
+        def read(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+            return acc[b, c, E.add(E.mul(y, ow), x)]
+    else:
+        icpg = data.shape[1] // a.groups
+        g = ConvGeometry(tuple(out.shape), attrs.kernel, a.strides, a.dilation, icpg, oc // a.groups)
+        taps = attrs.kernel[1]
+
+        def read_weight(c: E.PrimExpr, rc: E.PrimExpr, t) -> E.PrimExpr:
+            return E.cast(weight[c, E.add(E.mul(E.add(E.mul(rc, attrs.kernel[0]), t[0]), taps), t[1])], "int32")
+
+        widened = te.compute(padded.shape, lambda *i: E.cast(padded[i], "int32"), name="widen")
+        grouped = _rows(widened, read_weight, g, "qconv2d_grouped")
+
+        def read(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+            return grouped[b, c, y, x]
+    r = attrs.requant
+
+    def element(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+        return requantize_expr(E.add(read(b, c, y, x), bias[c]), _channel(mult, c), r.shift, r.output_zero_point,
+                               r.lo, r.hi)
+
+    return te.compute(out.shape, element, name="requantize", axis_names=["n", "c", "o0", "o1"])
+
+
+qconv2d = register_op(
+    "qnn.conv2d", type_rel=_qconv_type, reference=_qconv_ref, pattern=OpPattern.OPAQUE,
+    compute=_qconv_compute, attrs=QConvAttrs, num_inputs=4,
+    doc="int8 2-d convolution (NCHW, flat symmetric weights), int32 accumulation of raw products with the "
+        "input zero point folded into the bias, fixed-point requantisation.",
+)
+
+
+def _qdense_type(types: tuple[Type, ...], attrs: QDenseAttrs) -> Type:
+    x, w, bias, mult = (as_tensor(t) for t in types)
+    _check_int8((x, w), "qnn.dense")
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+        raise TypeInferenceError(f"qnn.dense needs data (M, K) and weight (N, K), got {x.shape} and {w.shape}")
+    _check_channel_vectors(bias, mult, w.shape[0], "qnn.dense")
+    return TensorType((x.shape[0], w.shape[0]), "int8")
+
+
+def _qdense_ref(args: list[np.ndarray], attrs: QDenseAttrs) -> np.ndarray:
+    """acc = x @ w.T + bias (raw products: the bias holds -input_zero_point * sum(w))."""
+    x, w, bias, mult = args
+    acc = x.astype(np.int64) @ w.astype(np.int64).T + bias.astype(np.int64)
+    r = attrs.requant
+    return requantize_ref(acc, mult.reshape(1, -1), r.shift, r.output_zero_point, r.lo, r.hi)
+
+
+def _qdense_compute(inputs: list[te.Tensor], attrs: QDenseAttrs, out: TensorType) -> te.Tensor:
+    x, w, bias, mult = inputs
+    rk = te.reduce_axis(x.shape[1], "rk")
+    acc = te.compute(out.shape, lambda m, n: te.sum(dot_s8(x[m, rk.var], w[n, rk.var]), rk), name="qdense",
+                     axis_names=["m", "n"])
+    r = attrs.requant
+
+    def element(m: E.Var, n: E.Var) -> E.PrimExpr:
+        return requantize_expr(E.add(acc[m, n], bias[n]), _channel(mult, n), r.shift, r.output_zero_point, r.lo, r.hi)
+
+    return te.compute(out.shape, element, name="requantize", axis_names=["m", "n"])
+
+
+qdense = register_op(
+    "qnn.dense", type_rel=_qdense_type, reference=_qdense_ref, pattern=OpPattern.OPAQUE,
+    compute=_qdense_compute, attrs=QDenseAttrs, num_inputs=4,
+    doc="int8 x (M, K) times int8 weight (N, K) transposed, raw int32 products plus a bias that folds the "
+        "input zero point, fixed-point requantisation.",
+)
+
+
+# ---------------------------------------------------------------- add, pool
+@dataclass(frozen=True)
+class QAddAttrs:
+    """y = requant((a - za) * ma + (b - zb) * mb): the multipliers share `requant.shift`."""
+
+    a_zero_point: int
+    a_multiplier: int
+    b_zero_point: int
+    b_multiplier: int
+    requant: Requant
+
+
+def _qadd_type(types: tuple[Type, ...], attrs: QAddAttrs) -> Type:
+    a, b = (as_tensor(t) for t in types)
+    _check_int8((a, b), "qnn.add")
+    if a.shape != b.shape:
+        raise TypeInferenceError(f"qnn.add needs equal shapes, got {a.shape} and {b.shape}")
+    return a
+
+
+def _qadd_ref(args: list[np.ndarray], attrs: QAddAttrs) -> np.ndarray:
+    a, b = (v.astype(np.int64) for v in args)
+    total = (a - attrs.a_zero_point) * attrs.a_multiplier + (b - attrs.b_zero_point) * attrs.b_multiplier
+    r = attrs.requant
+    return requantize_ref(total, np.ones((), np.int64), r.shift, r.output_zero_point, r.lo, r.hi, half_even=True)
+
+
+def _qadd_compute(inputs: list[te.Tensor], attrs: QAddAttrs, out: TensorType) -> te.Tensor:
+    a, b = inputs
+    r = attrs.requant
+
+    def term(t: te.Tensor, i: tuple[E.Var, ...], zp: int, m: int) -> E.PrimExpr:
+        return E.mul(E.cast(E.sub(E.cast(t[i], "int32"), E.const(zp, "int32")), "int64"), E.const(m, "int64"))
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        total = E.add(term(a, i, attrs.a_zero_point, attrs.a_multiplier), term(b, i, attrs.b_zero_point, attrs.b_multiplier))
+        return _requant64(total, r)
+
+    return te.compute(out.shape, element, name="qadd")
+
+
+def _requant64(p: E.PrimExpr, r: Requant) -> E.PrimExpr:
+    """Requantise an int64 value already multiplied (round half to even)."""
+    half = E.const(1 << (r.shift - 1), "int64")
+    q = E.binary(E.BinOp.SHR, E.add(p, half), E.const(r.shift, "int64"))
+    tie = E.eq(E.binary(E.BinOp.BITAND, p, E.const((1 << r.shift) - 1, "int64")), half)
+    q = E.select(tie, E.binary(E.BinOp.BITAND, q, E.const(-2, "int64")), q)
+    y = E.add(E.cast(q, "int32"), E.const(r.output_zero_point, "int32"))
+    return E.cast(E.minimum(E.maximum(y, E.const(r.lo, "int32")), E.const(r.hi, "int32")), "int8")
+
+
+qadd = register_op(
+    "qnn.add", type_rel=_qadd_type, reference=_qadd_ref, pattern=OpPattern.ELEMWISE,
+    compute=_qadd_compute, attrs=QAddAttrs, num_inputs=2,
+    doc="int8 addition of two tensors with their own scales, fixed-point requantisation.",
+)
+
+
+@dataclass(frozen=True)
+class QPoolAttrs:
+    """Average pooling without padding: y = requant(sum(x - zp_in) * multiplier)."""
+
+    pool: PoolAttrs
+    input_zero_point: int
+    multiplier: int
+    requant: Requant
+
+
+def _qpool_type(types: tuple[Type, ...], attrs: QPoolAttrs) -> Type:
+    x = as_tensor(types[0])
+    _check_int8((x,), "qnn.avg_pool2d")
+    if any(attrs.pool.padding) or attrs.pool.ceil_mode or any(d != 1 for d in attrs.pool.dilation):
+        raise TypeInferenceError(f"qnn.avg_pool2d supports unpadded, undilated windows, got {attrs.pool}")
+    return _pool_type(types, attrs.pool)
+
+
+def _qpool_ref(args: list[np.ndarray], attrs: QPoolAttrs) -> np.ndarray:
+    x = args[0].astype(np.int64) - attrs.input_zero_point
+    p = attrs.pool
+    (kh, kw), (sh, sw) = p.kernel, p.strides
+    n, c, h, w = x.shape
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    total = np.zeros((n, c, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            total += x[:, :, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
+    r = attrs.requant
+    return requantize_ref(total * attrs.multiplier, np.ones((), np.int64), r.shift, r.output_zero_point,
+                          r.lo, r.hi, half_even=True)
+
+
+def _qpool_compute(inputs: list[te.Tensor], attrs: QPoolAttrs, out: TensorType) -> te.Tensor:
+    x = inputs[0]
+    p = attrs.pool
+    rk = [te.reduce_axis(k, f"rk{j}") for j, k in enumerate(p.kernel)]
+    zp = E.const(attrs.input_zero_point, "int32")
+
+    def window(n: E.Var, c: E.Var, oh: E.Var, ow: E.Var) -> E.PrimExpr:
+        v = x[n, c, E.add(E.mul(oh, p.strides[0]), rk[0].var), E.add(E.mul(ow, p.strides[1]), rk[1].var)]
+        return te.sum(E.sub(E.cast(v, "int32"), zp), rk)
+
+    total = te.compute(out.shape, window, name="qpool_sum", axis_names=["n", "c", "o0", "o1"])
+
+    def element(*i: E.Var) -> E.PrimExpr:
+        return _requant64(E.mul(E.cast(total[i], "int64"), E.const(attrs.multiplier, "int64")), attrs.requant)
+
+    return te.compute(out.shape, element, name="qpool")
+
+
+qavg_pool2d = register_op(
+    "qnn.avg_pool2d", type_rel=_qpool_type, reference=_qpool_ref, pattern=OpPattern.OPAQUE,
+    compute=_qpool_compute, attrs=QPoolAttrs, num_inputs=1,
+    doc="int8 average pooling (no padding) with requantisation to the output's scale.",
+)

@@ -1,0 +1,280 @@
+"""QuantizeToInteger: dequantize -> float op -> quantize becomes one integer kernel.
+
+A quantised ONNX model (QDQ, or operator form as the importer canonicalises
+it) computes every layer as ``quantize(f(dequantize(x), dequantize(W)))``.
+Starting from each `qnn.quantize`, this pass matches the float op below it
+and, when every operand is a dequantised int8 tensor with constant
+parameters, replaces the three by an integer op of `op.qnn`:
+
+| float pattern under `quantize`                              | becomes           |
+| ----------------------------------------------------------- | ----------------- |
+| [relu] (conv2d(dq x, dq W) [+ reshape(dq bias)])             | `qnn.conv2d`      |
+| [relu] (dense(dq x, dq W) or matmul(dq x, dq W) [+ dq bias]) | `qnn.dense`       |
+| [relu] (add(dq a, dq b))                                     | `qnn.add`         |
+| avg_pool2d(dq x) without padding, mean(dq x) over H and W    | `qnn.avg_pool2d`  |
+| reshape / transpose (dq x) with the same scale and zero point | the op on int8   |
+
+The real multiplier of each output channel (input scale x weight scale /
+output scale, in float64 from the float32 scales) becomes a fixed-point
+int32 multiplier and one shift (`op.qnn.fixed_point`); int32 biases are
+rescaled from their own scale (equal to input x weight scale in models from
+onnxruntime, so they stay as they are). Relu after the op only raises the
+lower clamp to the output zero point (``quantize(relu(v)) == max(quantize(v), zp)``).
+
+Anything else (softmax, uint8 or asymmetric weights, padded average pools)
+keeps its float form, which is exactly what ONNX defines, and runs as a fused
+dequantize -> op -> quantize kernel with float arithmetic. Dequantised
+constants left over are folded to float constants at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..op import elemwise as ew
+from ..op import qnn
+from ..op import reduce as red
+from ..op import transform as tf
+from ..op.nn import conv as conv_ops
+from ..op.nn import matmul as mm
+from ..op.nn import pool
+from ..op.nn.pool import PoolAttrs
+from ..relay.expr import Call, Constant, Expr, Function
+from ..relay.module import IRModule
+from ..relay.ty import TensorType
+from ..relay.visitor import rewrite
+from .fold_constant import fold_expr
+from .infer_type import infer_expr
+from .pass_infra import FunctionPass, PassContext
+
+
+@dataclass(frozen=True)
+class Dequantized:
+    """`x` (int8) with its constant scale and zero point."""
+
+    x: Expr
+    scale: np.ndarray  # float64, 1 or per-channel values
+    zero_point: np.ndarray  # int64
+    axis: int
+
+    @property
+    def per_tensor(self) -> bool:
+        return self.scale.size == 1
+
+    @property
+    def s(self) -> float:
+        return float(self.scale.reshape(-1)[0])
+
+    @property
+    def zp(self) -> int:
+        return int(self.zero_point.reshape(-1)[0])
+
+
+def _dequantized(e: Expr, dtype: str = "int8") -> Dequantized | None:
+    if not (isinstance(e, Call) and e.op is qnn.dequantize):
+        return None
+    x, scale, zp = e.args
+    if not isinstance(scale, Constant) or not isinstance(zp, Constant):
+        return None
+    ty = x.checked_type_
+    if not isinstance(ty, TensorType) or ty.dtype != dtype:
+        return None
+    return Dequantized(x, scale.data.astype(np.float64).reshape(-1), zp.data.astype(np.int64).reshape(-1),
+                       e.attrs.axis)
+
+
+def _call(e: Expr, *ops) -> Call | None:
+    return e if isinstance(e, Call) and e.op in ops else None
+
+
+def _strip_relu(y: Expr) -> tuple[Expr, bool]:
+    relu = _call(y, ew.relu)
+    return (relu.args[0], True) if relu is not None else (y, False)
+
+
+def _bias(e: Expr | None, expected: np.ndarray, channels: int) -> np.ndarray | None:
+    """The int32 bias in units of `expected` (input x weight scale per channel), or None if it is not one."""
+    if e is None:
+        return np.zeros(channels, np.int32)
+    reshaped = _call(e, tf.reshape)
+    if reshaped is not None:
+        e = reshaped.args[0]
+    b = _dequantized(e, "int32")
+    if b is None or not isinstance(b.x, Constant) or np.any(b.zero_point != 0):
+        return None
+    q = b.x.data.astype(np.float64).reshape(-1)
+    if q.size != channels:
+        return None
+    value = np.round(q * np.broadcast_to(b.scale, (channels,)) / expected)
+    if np.max(np.abs(value), initial=0) >= 2**31:
+        return None
+    return value.astype(np.int32)
+
+
+def _weight(d: Dequantized | None, axis: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Constant symmetric int8 weights and their per-output-channel scales."""
+    if d is None or not isinstance(d.x, Constant) or np.any(d.zero_point != 0):
+        return None
+    w = d.x.data
+    if not d.per_tensor and d.axis % w.ndim != axis:
+        return None
+    return w, np.broadcast_to(d.scale, (w.shape[axis],)).astype(np.float64)
+
+
+def _requant(out_scale: float, out_zp: int, multipliers: np.ndarray, relu: bool) -> tuple[qnn.Requant, Constant]:
+    m, shift = qnn.fixed_point(multipliers / out_scale)
+    lo = max(qnn.INT8[0], out_zp) if relu else qnn.INT8[0]
+    return qnn.Requant(shift, out_zp, lo, qnn.INT8[1]), Constant(m.astype(np.int32))
+
+
+def _split_bias(y: Expr, product_ops) -> tuple[Call | None, Expr | None]:
+    add = _call(y, ew.add)
+    if add is not None:
+        for k in (0, 1):
+            prod = _call(add.args[k], *product_ops)
+            if prod is not None:
+                return prod, add.args[1 - k]
+        return None, None
+    return _call(y, *product_ops), None
+
+
+def _conv(y: Expr, out: Dequantized) -> Expr | None:
+    y, relu = _strip_relu(y)
+    conv, bias_expr = _split_bias(y, (conv_ops.conv2d,))
+    if conv is None:
+        return None
+    x = _dequantized(conv.args[0])
+    weight = _weight(_dequantized(conv.args[1]), 0)
+    if x is None or not x.per_tensor or weight is None:
+        return None
+    w, ws = weight
+    bias = _bias(bias_expr, x.s * ws, w.shape[0])
+    if bias is None:
+        return None
+    requant, mult = _requant(out.s, out.zp, x.s * ws, relu)
+    folded = bias.astype(np.int64) - x.zp * qnn.weight_sums(w)  # raw products: see qnn.conv2d
+    if np.abs(folded).max() >= 2**31:
+        return None
+    attrs = qnn.QConvAttrs(conv.attrs, (w.shape[2], w.shape[3]), x.zp, requant)
+    return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), Constant(folded.astype(np.int32)), mult),
+                attrs)
+
+
+def _dense(y: Expr, out: Dequantized) -> Expr | None:
+    y, relu = _strip_relu(y)
+    prod, bias_expr = _split_bias(y, (mm.dense, mm.matmul))
+    if prod is None:
+        return None
+    x = _dequantized(prod.args[0])
+    if x is None or not x.per_tensor or len(x.x.checked_type.shape) != 2:  # type: ignore[union-attr]
+        return None
+    transposed = prod.op is mm.matmul  # matmul's weight is (K, N)
+    weight = _weight(_dequantized(prod.args[1]), 1 if transposed else 0)
+    if weight is None or weight[0].ndim != 2:
+        return None
+    w, ws = weight
+    if transposed:
+        w = np.ascontiguousarray(w.T)
+    bias = _bias(bias_expr, x.s * ws, w.shape[0])
+    if bias is None:
+        return None
+    requant, mult = _requant(out.s, out.zp, x.s * ws, relu)
+    folded = bias.astype(np.int64) - x.zp * qnn.weight_sums(w)  # raw products: see qnn.dense
+    if np.abs(folded).max() >= 2**31:
+        return None
+    return Call(qnn.qdense, (x.x, Constant(w), Constant(folded.astype(np.int32)), mult), qnn.QDenseAttrs(x.zp, requant))
+
+
+def _add(y: Expr, out: Dequantized) -> Expr | None:
+    y, relu = _strip_relu(y)
+    add = _call(y, ew.add)
+    if add is None:
+        return None
+    a, b = _dequantized(add.args[0]), _dequantized(add.args[1])
+    if a is None or b is None or not a.per_tensor or not b.per_tensor:
+        return None
+    if isinstance(a.x, Constant) or isinstance(b.x, Constant) or a.x.checked_type != b.x.checked_type:
+        return None
+    m, shift = qnn.fixed_point([a.s / out.s, b.s / out.s])
+    lo = max(qnn.INT8[0], out.zp) if relu else qnn.INT8[0]
+    attrs = qnn.QAddAttrs(a.zp, int(m[0]), b.zp, int(m[1]), qnn.Requant(shift, out.zp, lo, qnn.INT8[1]))
+    return Call(qnn.qadd, (a.x, b.x), attrs)
+
+
+def _avg_pool(y: Expr, out: Dequantized) -> Expr | None:
+    call = _call(y, pool.avg_pool2d, red.mean)
+    if call is None:
+        return None
+    x = _dequantized(call.args[0])
+    if x is None or not x.per_tensor:
+        return None
+    shape = x.x.checked_type.shape  # type: ignore[union-attr]
+    if call.op is red.mean:
+        if len(shape) != 4 or sorted(a % 4 for a in call.attrs.axes) != [2, 3] or not call.attrs.keepdims:
+            return None
+        attrs = PoolAttrs(kernel=tuple(shape[2:]), strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1))
+    else:
+        attrs = call.attrs
+        if any(attrs.padding) or attrs.ceil_mode or any(d != 1 for d in attrs.dilation):
+            return None
+    count = int(np.prod(attrs.kernel))
+    m, shift = qnn.fixed_point([x.s / (out.s * count)])
+    requant = qnn.Requant(shift, out.zp)
+    return Call(qnn.qavg_pool2d, (x.x,), qnn.QPoolAttrs(attrs, x.zp, int(m[0]), requant))
+
+
+def _injective(y: Expr, out: Dequantized) -> Expr | None:
+    call = _call(y, tf.reshape, tf.transpose)
+    if call is None:
+        return None
+    x = _dequantized(call.args[0])
+    if x is None or not x.per_tensor or x.s != out.s or x.zp != out.zp:
+        return None
+    return Call(call.op, (x.x,), call.attrs)
+
+
+_RULES = (_conv, _dense, _add, _avg_pool, _injective)
+
+
+def _to_integer(q: Call) -> Expr | None:
+    _, scale, zp = q.args
+    if q.attrs.out_dtype != "int8" or not isinstance(scale, Constant) or not isinstance(zp, Constant):
+        return None
+    if scale.data.size != 1:
+        return None
+    out = Dequantized(q.args[0], scale.data.astype(np.float64).reshape(-1), zp.data.astype(np.int64).reshape(-1),
+                      q.attrs.axis)
+    for rule in _RULES:
+        result = rule(q.args[0], out)
+        if result is not None:
+            return result
+    return None
+
+
+def quantize_to_integer(func: Function, mod: IRModule | None = None) -> Function:
+    func = infer_expr(func, mod)  # type: ignore[assignment]
+
+    def visit(old: Expr, new: Expr) -> Expr | None:
+        if isinstance(new, Call) and new.op is qnn.quantize:
+            result = _to_integer(infer_expr(new, mod, incremental=True))  # type: ignore[arg-type]
+            return None if result is None else infer_expr(result, mod, incremental=True)
+        return None
+
+    func = infer_expr(rewrite(func, visit), mod)  # type: ignore[assignment]
+
+    def fold_weights(old: Expr, new: Expr) -> Expr | None:
+        if isinstance(new, Call) and new.op is qnn.dequantize and all(isinstance(a, Constant) for a in new.args):
+            return Constant(qnn.dequantize.reference([a.data for a in new.args], new.attrs))  # type: ignore[union-attr]
+        return None
+
+    return infer_expr(fold_expr(rewrite(func, fold_weights)), mod)  # type: ignore[return-value]
+
+
+class QuantizeToInteger(FunctionPass):
+    name = "QuantizeToInteger"
+    opt_level = 0
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        return quantize_to_integer(func, mod)
