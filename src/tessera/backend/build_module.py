@@ -26,6 +26,8 @@ from ..transform.annotate_target import RemovePins, check_pins
 from ..transform.partition import partition_for
 from .graph_codegen import _GraphBuilder
 from .lower_te import LowerTE
+from .lift_workspace import LiftWorkspaces
+from .program import MemoryOptions
 from .target_hooks import run_relay_to_runtime, run_relay_to_tir, split_by_target, tir_to_runtime
 from .library import GraphExecutorLibrary
 
@@ -84,6 +86,7 @@ class Lowered:
     externals: list
     owned_constants: dict
     started: float
+    memory: MemoryOptions = MemoryOptions()
 
 
 EXECUTORS = ("graph", "aot")
@@ -106,7 +109,8 @@ def lower_to_tir(mod: IRModule | Function, target: Target, params, ctx: PassCont
     externals, owned = run_relay_to_runtime(mod, target.accelerators)
     say("lowering kernels to loops")
     mod = LowerTE(prefix)(mod, ctx)
-    return Lowered(mod, partitioned, target, externals, owned, t0)
+    mod = LiftWorkspaces()(mod, ctx)  # kernel scratch becomes planned memory
+    return Lowered(mod, partitioned, target, externals, owned, t0, MemoryOptions.from_config(ctx.config))
 
 
 def check_mod_name(mod_name: str) -> str:
@@ -156,7 +160,7 @@ def build(
 def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     mod, host = lowered.mod, lowered.target.host
     say("generating C")
-    plan = _GraphBuilder(mod).build()
+    plan = _GraphBuilder(mod, lowered.memory).build()
     modules = [tir_to_runtime(sub, t) for t, sub in split_by_target(mod, host).items()]
     host_module = next((m for m, t in zip(modules, split_by_target(mod, host)) if t == host), None)
     if host_module is None:
@@ -183,7 +187,7 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
                            "external runtime modules (RelayToRuntime). Use the graph executor for them.")
     mod, host = lowered.mod, lowered.target.host
     say("planning memory")
-    program = build_program(mod, mod_name)
+    program = build_program(mod, mod_name, lowered.memory, host.kind.name)
     say("generating C")
     modules = [tir_to_runtime(sub, t) for t, sub in split_by_target(mod, host).items()]
     sources = [s for m in modules for s in m.sources]
