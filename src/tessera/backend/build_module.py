@@ -27,7 +27,7 @@ from ..transform.partition import partition_for
 from .graph_codegen import _GraphBuilder
 from .lower_te import LowerTE
 from .lift_workspace import LiftWorkspaces
-from .program import MemoryOptions
+from .program import MemoryOptions, with_aliasing
 from .target_hooks import run_relay_to_runtime, run_relay_to_tir, split_by_target, tir_to_runtime
 from .library import GraphExecutorLibrary
 
@@ -161,6 +161,8 @@ def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     mod, host = lowered.mod, lowered.target.host
     say("generating C")
     plan = _GraphBuilder(mod, lowered.memory).build()
+    assert plan.program is not None
+    mod = with_aliasing(mod, plan.program.steps, plan.program.kernels)  # no `restrict` where memory is shared
     modules = [tir_to_runtime(sub, t) for t, sub in split_by_target(mod, host).items()]
     host_module = next((m for m, t in zip(modules, split_by_target(mod, host)) if t == host), None)
     if host_module is None:
@@ -188,6 +190,7 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     mod, host = lowered.mod, lowered.target.host
     say("planning memory")
     program = build_program(mod, mod_name, lowered.memory, host.kind.name)
+    mod = with_aliasing(mod, program.steps, program.kernels)  # no `restrict` where memory is shared
     say("generating C")
     modules = [tir_to_runtime(sub, t) for t, sub in split_by_target(mod, host).items()]
     sources = [s for m in modules for s in m.sources]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..relay.module import IRModule
-from .program import MemoryOptions, ProgramMemory, Role, Tensor, extract_program, plan_program_memory
+from .program import MemoryOptions, Program, ProgramMemory, Role, Tensor, extract_program, plan_program_memory
 
 GRAPH_FORMAT_VERSION = 1
 
@@ -42,6 +42,7 @@ class GraphPlan:
     params: dict[str, np.ndarray]
     pool_size: int = 0
     memory: ProgramMemory | None = None
+    program: Program | None = None  # the steps and tensors the plan came from
 
     def to_json(self) -> str:
         doc = {
@@ -100,4 +101,4 @@ class _GraphBuilder:
             add(GraphNode("kernel", s.kernel, [refs[id(a)] for a in s.inputs], s.kernel, len(s.outputs),
                           [(t.offset, t.nbytes) for t in s.scratch]), s.outputs)
         outputs = [refs[id(t)] for t in program.results]
-        return GraphPlan(nodes, entries, row_ptr, outputs, input_nodes, params, memory.total, memory)
+        return GraphPlan(nodes, entries, row_ptr, outputs, input_nodes, params, memory.total, memory, program)

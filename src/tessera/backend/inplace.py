@@ -23,6 +23,7 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.functor import walk_expr
+from .lift_workspace import workspace_params
 
 
 def _flat_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
@@ -157,3 +158,44 @@ def inplace_pairs(func: S.PrimFunc) -> dict[int, int]:
                 break
     return pairs
 
+
+def _roots(stmt: S.Stmt) -> set[int]:
+    """Ids of the root buffers a statement reads, writes or passes by pointer."""
+    found: set[int] = set()
+    for x in S.walk_stmts(stmt):
+        exprs: tuple = ()
+        if isinstance(x, S.BufferStore):
+            found.add(id(x.buffer.root))
+            exprs = (x.value, *x.indices)
+        elif isinstance(x, S.For):
+            exprs = (x.extent,)
+        elif isinstance(x, S.IfThenElse):
+            exprs = (x.cond,)
+        elif isinstance(x, (S.LetStmt, S.Evaluate, S.Return)):
+            exprs = (x.value,)
+        for e in exprs:
+            for n in walk_expr(e):
+                if isinstance(n, (E.BufferLoad, E.BufferPtr)):
+                    found.add(id(n.buffer.root))
+    return found
+
+
+def kernel_spans(func: S.PrimFunc) -> tuple[int, list[tuple[int, int]]]:
+    """The kernel's top-level statements, and per parameter the first and last of them touching it.
+
+    Statements run one after the other, so a buffer is alive within its step
+    only from its first to its last statement: scratch of an early stage may
+    share memory with an output written by a later one.
+    """
+    body = func.body
+    tops = list(body.stmts) if isinstance(body, S.SeqStmt) else [body]
+    index = {id(b): k for k, b in enumerate(func.params)}
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for t, stmt in enumerate(tops):
+        for root in _roots(stmt):
+            if root in index:
+                first.setdefault(index[root], t)
+                last[index[root]] = t
+    n = len(tops)
+    return n, [(first.get(k, 0), last.get(k, n - 1)) for k in range(len(func.params))]

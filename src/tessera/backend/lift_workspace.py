@@ -31,6 +31,10 @@ def workspace_params(func: S.PrimFunc) -> tuple[Buffer, ...]:
 def lift_workspaces(func: S.PrimFunc) -> S.PrimFunc:
     if WORKSPACES_ATTR in func.attrs:
         return func
+    return _lift(func)
+
+
+def _lift(func: S.PrimFunc) -> S.PrimFunc:
     lifted: list[Buffer] = []
 
     def visit(s: S.Stmt, parallel: bool) -> S.Stmt:
@@ -56,9 +60,10 @@ def lift_workspaces(func: S.PrimFunc) -> S.PrimFunc:
         return s
 
     body = visit(func.body, False)
-    if not lifted:
-        return func
     attrs = dict(func.attrs)
+    if not lifted:
+        attrs[WORKSPACES_ATTR] = 0
+        return S.PrimFunc(func.name, func.params, func.body, func.num_inputs, attrs)
     attrs[WORKSPACES_ATTR] = len(lifted)
     return S.PrimFunc(func.name, (*func.params, *lifted), body, func.num_inputs, attrs)
 

@@ -28,11 +28,8 @@ from ..relay.expr import Call, Constant, Function, GlobalVar, Tuple, TupleGetIte
 from ..relay.module import IRModule
 from ..relay.ty import TensorType, flatten_tensor_types
 from ..relay.visitor import post_order
-from ..tir import expr as E
-from ..tir import stmt as S
-from ..tir.functor import walk_expr
 from ..tir.stmt import PrimFunc
-from .inplace import inplace_pairs, scratch_in_outputs
+from .inplace import inplace_pairs, kernel_spans, scratch_in_outputs
 from .lift_workspace import workspace_params
 from .memory_plan import (DEFAULT_ALIGNMENT, BufferInfo, PoolPlan, PoolSpec, lower_bound, plan_pools,
                           plan_sequential)
@@ -210,7 +207,7 @@ def extract_program(mod: IRModule, order: str = "memory", allow_external: bool =
             outs = [Tensor(f"t{n_results + k}", ty, Role.INTERMEDIATE)
                     for k, ty in enumerate(flatten_tensor_types(node.checked_type))]
             n_results += len(outs)
-            steps.append(Step(node.op.name_hint, args + outs + scratch, len(args), len(outs), len(steps)))
+            steps.append(Step(func.name if isinstance(func, PrimFunc) else node.op.name_hint, args + outs + scratch, len(args), len(outs), len(steps)))
             tensors[id(node)] = outs
         else:
             raise CompileError(f"cannot execute {type(node).__name__} in main; was the module lowered first?")
@@ -317,48 +314,6 @@ def share_in_place(program: Program) -> int:
     return count
 
 
-def _roots(stmt: S.Stmt) -> set[int]:
-    """Ids of the root buffers a statement reads, writes or passes by pointer."""
-    found: set[int] = set()
-    for x in S.walk_stmts(stmt):
-        exprs: tuple = ()
-        if isinstance(x, S.BufferStore):
-            found.add(id(x.buffer.root))
-            exprs = (x.value, *x.indices)
-        elif isinstance(x, S.For):
-            exprs = (x.extent,)
-        elif isinstance(x, S.IfThenElse):
-            exprs = (x.cond,)
-        elif isinstance(x, (S.LetStmt, S.Evaluate, S.Return)):
-            exprs = (x.value,)
-        for e in exprs:
-            for n in walk_expr(e):
-                if isinstance(n, (E.BufferLoad, E.BufferPtr)):
-                    found.add(id(n.buffer.root))
-    return found
-
-
-def kernel_spans(func: PrimFunc) -> tuple[int, list[tuple[int, int]]]:
-    """The kernel's top-level statements, and per parameter the first and last of them touching it.
-
-    Statements run one after the other, so a buffer is alive within its step
-    only from its first to its last statement: scratch of an early stage may
-    share memory with an output written by a later one.
-    """
-    body = func.body
-    tops = list(body.stmts) if isinstance(body, S.SeqStmt) else [body]
-    index = {id(b): k for k, b in enumerate(func.params)}
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
-    for t, stmt in enumerate(tops):
-        for root in _roots(stmt):
-            if root in index:
-                first.setdefault(index[root], t)
-                last[index[root]] = t
-    n = len(tops)
-    return n, [(first.get(k, 0), last.get(k, n - 1)) for k in range(len(func.params))]
-
-
 def _buffers(program: Program, inplace: bool, within_steps: bool = True
              ) -> tuple[list[Tensor], list[BufferInfo], int]:
     """Liveness in the program's current order: (pooled tensors, one BufferInfo per buffer, in-place count).
@@ -437,6 +392,45 @@ def plan_program_memory(program: Program, options: MemoryOptions, host_kind: str
         t.pool, t.offset = where.get(t.buffer_owner.name, ("", 0))
     return ProgramMemory(plans, buffers, {t.name: t.buffer_owner.name for t in pooled},
                          lower_bound(buffers, options.alignment), file_bound, n_inplace, file_same_rules)
+
+
+def overlapping_params(steps: Sequence[Step], kernels: dict[str, PrimFunc]) -> dict[str, frozenset[int]]:
+    """Per kernel, the parameters that some call passes memory overlapping another argument's.
+
+    The planner overlaps arguments of one call when they share in place or
+    when one is dead before the other is born inside the kernel; those
+    parameters must not be declared `restrict`.
+    """
+    marks: dict[str, set[int]] = {}
+    for s in steps:
+        if s.kernel not in kernels:
+            continue
+        ranges = []
+        for a, t in enumerate(s.args):
+            owner = t.buffer_owner
+            if owner.role in POOLED:
+                ranges.append((a, id(t), ("pool", t.pool), t.offset, t.offset + t.nbytes))
+            else:
+                ranges.append((a, id(t), ("tensor", id(owner)), 0, owner.nbytes))
+        for i, (a, ta, ka, lo, hi) in enumerate(ranges):
+            for b, tb, kb, lo2, hi2 in ranges[i + 1:]:
+                if ta != tb and ka == kb and lo < hi2 and lo2 < hi:
+                    marks.setdefault(s.kernel, set()).update((a, b))
+    return {k: frozenset(v) for k, v in marks.items()}
+
+
+def with_aliasing(mod: IRModule, steps: Sequence[Step], kernels: dict[str, PrimFunc]) -> IRModule:
+    """`mod` (and `kernels`, updated in place) with `MAY_ALIAS_ATTR` on kernels whose arguments overlap."""
+    from ..tir.stmt import MAY_ALIAS_ATTR
+
+    marks = overlapping_params(steps, kernels)
+    result = mod
+    for gv, func in mod.items():
+        if isinstance(func, PrimFunc) and func.name in marks:
+            new = func.with_attrs(**{MAY_ALIAS_ATTR: marks[func.name]})
+            result = result.with_function(gv, new)
+            kernels[func.name] = new
+    return result
 
 
 def liveness_peak(program: Program, alignment: int = 1) -> int:
