@@ -173,6 +173,7 @@ def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     lib = GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, lowered.externals,
                                        lowered.owned_constants)
     lib.partitioned_mod = lowered.partitioned
+    lib.graph_plan = plan  # steps, tensors and the memory plan, for reports
     return lib
 
 

@@ -217,16 +217,21 @@ class PoolPlan:
 
 
 class PoolOverflowError(CompileError):
-    """The buffers do not fit the pools they may use."""
+    """The buffers do not fit the pools they may use; `time` is the peak's."""
+
+    def __init__(self, message: str, time: int = 0) -> None:
+        super().__init__(message)
+        self.time = time
 
 
-def _describe_peak(pool: PoolSpec, plan: MemoryPlan, alignment: int) -> str:
-    step = peak_step(plan.buffers, alignment)
-    alive = sorted(alive_at(plan.buffers, step), key=lambda b: (-b.size, b.name))
-    listing = ", ".join(f"{b.name} ({b.size} B, steps {b.start}-{b.end})" for b in alive[:12])
+def _overflow(pool: PoolSpec, plan: MemoryPlan, alignment: int) -> PoolOverflowError:
+    time = peak_step(plan.buffers, alignment)
+    alive = sorted(alive_at(plan.buffers, time), key=lambda b: (-b.size, b.name))
+    listing = ", ".join(f"{b.name} ({b.size} B, alive {b.start}-{b.end})" for b in alive[:12])
     more = f" and {len(alive) - 12} more" if len(alive) > 12 else ""
-    return (f"pool {pool.name!r} overflows: planned {plan.pool_size} bytes (lower bound {plan.lower_bound}), "
-            f"limit {pool.size_bytes} bytes; alive at step {step}: {listing}{more}")
+    return PoolOverflowError(f"pool {pool.name!r} overflows: planned {plan.pool_size} bytes (lower bound "
+                             f"{plan.lower_bound}), limit {pool.size_bytes} bytes; alive at the peak (time {time}): "
+                             f"{listing}{more}", time)
 
 
 def plan_pools(buffers: Sequence[BufferInfo], pools: Sequence[PoolSpec], access: dict[str, frozenset[str]],
@@ -255,7 +260,7 @@ def plan_pools(buffers: Sequence[BufferInfo], pools: Sequence[PoolSpec], access:
             step = peak_step(mine, alignment) if plan.lower_bound > pool.size_bytes else _top_step(plan)
             movable = [b for b in alive_at(mine, step) if any(j > k for j in allowed[b.name])]
             if not movable:
-                raise PoolOverflowError(_describe_peak(pool, plan, alignment))
+                raise _overflow(pool, plan, alignment)
             victim = max(movable, key=lambda b: (b.size, b.end - b.start, b.name))
             where[victim.name] = next(j for j in allowed[victim.name] if j > k)
         result.append(PoolPlan(pool, plan))

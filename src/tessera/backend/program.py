@@ -31,7 +31,7 @@ from ..relay.visitor import post_order
 from ..tir.stmt import PrimFunc
 from .inplace import inplace_pairs, kernel_spans, scratch_in_outputs
 from .lift_workspace import workspace_params
-from .memory_plan import (DEFAULT_ALIGNMENT, BufferInfo, PoolPlan, PoolSpec, lower_bound, plan_pools,
+from .memory_plan import (DEFAULT_ALIGNMENT, BufferInfo, PoolOverflowError, PoolPlan, PoolSpec, lower_bound, plan_pools,
                           plan_sequential)
 from .schedule import Graph, Node, STRATEGIES, best_order
 from .target_hooks import TARGET_ATTR
@@ -381,7 +381,14 @@ def plan_program_memory(program: Program, options: MemoryOptions, host_kind: str
     access = {b.name: frozenset(kinds.get(id(by_name[b.name]), set())) for b in buffers}
     pools = list(options.pools) or [DEFAULT_POOL]
     if options.reuse:
-        plans = plan_pools(buffers, pools, access, options.alignment, options.hill_climb_iterations)
+        try:
+            plans = plan_pools(buffers, pools, access, options.alignment, options.hill_climb_iterations)
+        except PoolOverflowError as err:
+            width = max([kernel_spans(f)[0] for f in program.kernels.values()] + [1])
+            step = min(err.time // width, len(program.steps) - 1)
+            raise PoolOverflowError(f"{err} -- the peak is in step {step}, kernel {program.steps[step].kernel} "
+                                    f"(times count each kernel's top-level statements, {width} per step)",
+                                    err.time) from None
     else:
         plans = [PoolPlan(pools[0], plan_sequential(buffers, options.alignment))]
     where: dict[str, tuple[str, int]] = {}
