@@ -190,6 +190,9 @@ def test_kernels_from_target_hooks_are_called_like_any_other():
     assert any("blas" in k for k in lib.program.kernels)
     assert "-lopenblas" in lib.metadata()["toolchain"]["link_flags"]
     blas_steps = [s for s in lib.program.steps if "blas" in s.kernel]
-    assert blas_steps and lib.program.workspace  # the im2col scratch is sized like any kernel's
+    # the im2col scratch is a planned buffer in the pool, alive during its step only, not run-time workspace
+    scratch = [t for s in blas_steps for t in s.scratch]
+    assert scratch and not lib.program.workspace and lib.metadata()["pools"][1]["size_bytes"] == 0
+    assert all(t.producer == t.last_use and t.pool == "pool" for t in scratch)
     x = _digit_input()
     np.testing.assert_allclose(lib.run_host([x])[0], ort_run(onnx.load(DIGITS), {"image": x})[0], rtol=1e-4, atol=1e-5)

@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 import tessera
+from tessera.backend.lift_workspace import workspace_params
 from tessera import relay
 from tessera.backend.report import partition_report
 from tessera.frontend import from_onnx
@@ -42,10 +43,13 @@ def test_conv_becomes_an_sgemm_call_with_visible_scratch():
     lib = tessera.build(_conv_model(), target="blas")
     (kernel,) = [f for gv, f in lib.ir_mod.items() if gv.name_hint.startswith("tsgen_default_blas")]
     stmts = list(S.walk_stmts(kernel.body))
-    allocs = [s for s in stmts if isinstance(s, S.Allocate)]
     calls = [e for s in stmts if isinstance(s, S.Evaluate) for e in walk_expr(s.value)
              if isinstance(e, E.Call) and e.func == "cblas_sgemm"]
-    assert len(calls) == 1 and [a.buffer.size for a in allocs] == [27 * 25]  # im2col: (C*KH*KW) x (OH*OW)
+    # the im2col scratch, (C*KH*KW) x (OH*OW), became a parameter: planned memory the executor passes
+    scratch = workspace_params(kernel)
+    assert len(calls) == 1 and [b.size for b in scratch] == [27 * 25]
+    assert not [s for s in stmts if isinstance(s, S.Allocate)]
+    assert [n.scratch for n in lib.graph_plan.nodes if n.op == "kernel" and "blas" in n.name][0][0][1] == 27 * 25 * 4
     source = next(s for s in lib.c_sources.values() if "cblas_sgemm" in s)
     assert "#include <cblas.h>" in source
     assert "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 8, 25, 27" in source

@@ -30,6 +30,8 @@ from ..transform.partition import partition_for
 from ..transform.plan_devices import ExpandFunctionPins, PlanDevices
 from .graph_codegen import _GraphBuilder
 from .lower_te import LowerTE
+from .lift_workspace import LiftWorkspaces
+from .program import MemoryOptions, with_aliasing
 from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
 from .library import GraphExecutorLibrary
 from ..runtime.module import CSourceModule
@@ -113,15 +115,16 @@ class Lowered:
     owned_constants: dict
     started: float
     config: CompilationConfig | None = None  # the named pieces, for named compilations
+    memory: MemoryOptions = MemoryOptions()
 
     @property
     def host_piece(self) -> str | None:
         return self.config.host_name if self.config is not None else None
 
-    def code_modules(self) -> tuple[CSourceModule, list[tuple[str | None, CSourceModule]]]:
+    def code_modules(self, mod: IRModule) -> tuple[CSourceModule, list[tuple[str | None, CSourceModule]]]:
         """The host piece's C module and every other (piece, module), each built by its own target."""
         host = self.target.host
-        modules = [(key, piece_runtime(key[0], sub, key[1])) for key, sub in split_by_piece(self.mod, host).items()]
+        modules = [(key, piece_runtime(key[0], sub, key[1])) for key, sub in split_by_piece(mod, host).items()]
         host_key = (self.host_piece, host)
         host_module = next((m for key, m in modules if key == host_key), None)
         if host_module is None:
@@ -149,7 +152,8 @@ def lower_to_tir(mod: IRModule | Function, target: Target, params, ctx: PassCont
     externals, owned = run_relay_to_runtime(mod, target.accelerators)
     say("lowering kernels to loops")
     mod = LowerTE(prefix, config.pieces if config is not None else None)(mod, ctx)
-    return Lowered(mod, partitioned, target, externals, owned, t0, config)
+    mod = LiftWorkspaces()(mod, ctx)  # kernel scratch becomes planned memory
+    return Lowered(mod, partitioned, target, externals, owned, t0, config, MemoryOptions.from_config(ctx.config))
 
 
 def check_mod_name(mod_name: str) -> str:
@@ -208,14 +212,17 @@ def build(
 def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     mod = lowered.mod
     say("generating C")
-    plan = _GraphBuilder(mod).build()
-    host_module, others = lowered.code_modules()
+    plan = _GraphBuilder(mod, lowered.memory).build()
+    assert plan.program is not None
+    mod = with_aliasing(mod, plan.program.steps, plan.program.kernels)  # no `restrict` where memory is shared
+    host_module, others = lowered.code_modules(mod)
     host_module.imports.extend(m for _, m in others)
     python_seconds = time.perf_counter() - lowered.started
     say(f"compiling {len(host_module.units())} C translation units")
     lib = GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, lowered.externals,
                                        lowered.owned_constants)
     lib.partitioned_mod = lowered.partitioned
+    lib.graph_plan = plan  # steps, tensors and the memory plan, for reports
     return lib
 
 
@@ -230,11 +237,12 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
         names = ", ".join(sorted(f for m in lowered.externals for f in m.function_names()))
         raise TesseraError(f"the AOT executor runs C kernels only; partitions {names} were compiled into "
                            "external runtime modules (RelayToRuntime). Use the graph executor for them.")
-    mod = lowered.mod
+    mod, host = lowered.mod, lowered.target.host
     say("planning memory")
-    program = build_program(mod, mod_name)
+    program = build_program(mod, mod_name, lowered.memory, host.kind.name)
+    mod = with_aliasing(mod, program.steps, program.kernels)  # no `restrict` where memory is shared
     say("generating C")
-    host_module, others = lowered.code_modules()
+    host_module, others = lowered.code_modules(mod)
     modules = [host_module, *(m for _, m in others)]
     # the host folder holds the host piece's kernels and those of library targets (e.g. blas);
     # every other named piece gets a folder of its own

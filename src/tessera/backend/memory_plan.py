@@ -13,6 +13,13 @@ memory. Planners assign byte offsets:
 `plan_memory` runs them all and keeps the smallest pool. The figure of merit
 is pool size over the lower bound: the largest total size of buffers alive
 at one step, which no placement can beat.
+
+`plan_pools` spreads buffers over several named pools with size limits and
+the targets allowed to access them (say a fast 256 KiB SRAM, then a large
+DRAM): every buffer starts in the first pool its kernels may use; while a
+pool overflows, the largest buffer alive at its peak moves on to the next
+allowed pool. A model that fits nowhere fails with the pool, the sizes and
+the tensors alive at the peak.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+from ..errors import CompileError
 
 DEFAULT_ALIGNMENT = 16
 
@@ -144,3 +153,121 @@ def plan_memory(buffers: Sequence[BufferInfo], alignment: int = DEFAULT_ALIGNMEN
             offsets, size = _place(order, alignment)
             best = MemoryPlan(offsets, size, "hill_climb", bound, buffers)
     return best
+
+
+def plan_sequential(buffers: Sequence[BufferInfo], alignment: int = DEFAULT_ALIGNMENT) -> MemoryPlan:
+    """No reuse: every buffer its own bytes (the reference that planned runs are checked against)."""
+    offsets: dict[str, int] = {}
+    top = 0
+    for b in buffers:
+        offsets[b.name] = top
+        top += align_up(max(b.size, 1), alignment)
+    return MemoryPlan(offsets, top, "sequential", lower_bound(buffers, alignment), list(buffers))
+
+
+def peak_step(buffers: Sequence[BufferInfo], alignment: int = 1) -> int:
+    """A step at which the total of live buffers is largest (the earliest such)."""
+    best_step, best, live = 0, -1, 0
+    events: dict[int, int] = {}
+    for b in buffers:
+        events[b.start] = events.get(b.start, 0) + align_up(b.size, alignment)
+        events[b.end + 1] = events.get(b.end + 1, 0) - align_up(b.size, alignment)
+    for step in sorted(events):
+        live += events[step]
+        if live > best:
+            best_step, best = step, live
+    return best_step
+
+
+def alive_at(buffers: Sequence[BufferInfo], step: int) -> list[BufferInfo]:
+    return [b for b in buffers if b.start <= step <= b.end]
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A memory the model may use: a name, an optional size limit, the target kinds that reach it."""
+
+    name: str
+    size_bytes: int | None = None  # None: no limit
+    targets: tuple[str, ...] = ()  # target kinds (or pieces of a named compilation) that reach it; empty: all
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise CompileError(f"pool name {self.name!r} must be a C identifier")
+        if self.size_bytes is not None and self.size_bytes < 0:
+            raise CompileError(f"pool {self.name}: size_bytes must be >= 0, got {self.size_bytes}")
+        object.__setattr__(self, "targets", tuple(self.targets))
+
+    def allows(self, kinds: frozenset[str]) -> bool:
+        return not self.targets or kinds <= set(self.targets)
+
+
+@dataclass
+class PoolPlan:
+    spec: PoolSpec
+    plan: MemoryPlan
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def size(self) -> int:
+        return self.plan.pool_size
+
+
+class PoolOverflowError(CompileError):
+    """The buffers do not fit the pools they may use; `time` is the peak's."""
+
+    def __init__(self, message: str, time: int = 0) -> None:
+        super().__init__(message)
+        self.time = time
+
+
+def _overflow(pool: PoolSpec, plan: MemoryPlan, alignment: int) -> PoolOverflowError:
+    time = peak_step(plan.buffers, alignment)
+    alive = sorted(alive_at(plan.buffers, time), key=lambda b: (-b.size, b.name))
+    listing = ", ".join(f"{b.name} ({b.size} B, alive {b.start}-{b.end})" for b in alive[:12])
+    more = f" and {len(alive) - 12} more" if len(alive) > 12 else ""
+    return PoolOverflowError(f"pool {pool.name!r} overflows: planned {plan.pool_size} bytes (lower bound "
+                             f"{plan.lower_bound}), limit {pool.size_bytes} bytes; alive at the peak (time {time}): "
+                             f"{listing}{more}", time)
+
+
+def plan_pools(buffers: Sequence[BufferInfo], pools: Sequence[PoolSpec], access: dict[str, frozenset[str]],
+               alignment: int = DEFAULT_ALIGNMENT, hill_climb_iterations: int = 200) -> list[PoolPlan]:
+    """Place `buffers` in `pools` (fast ones first); `access[name]` = target kinds touching the buffer."""
+    if not pools:
+        raise CompileError("plan_pools needs at least one pool")
+    names = [p.name for p in pools]
+    if len(set(names)) != len(names):
+        raise CompileError(f"pool names must be unique, got {names}")
+    allowed: dict[str, list[int]] = {}
+    for b in buffers:
+        kinds = access.get(b.name, frozenset())
+        allowed[b.name] = [k for k, p in enumerate(pools) if p.allows(kinds)]
+        if not allowed[b.name]:
+            raise CompileError(f"no pool may hold {b.name} ({b.size} B): it is used by targets {sorted(kinds)}, "
+                               f"pools allow {[(p.name, list(p.targets) or 'any') for p in pools]}")
+    where = {b.name: allowed[b.name][0] for b in buffers}
+    result: list[PoolPlan] = []
+    for k, pool in enumerate(pools):
+        while True:
+            mine = [b for b in buffers if where[b.name] == k]
+            plan = plan_memory(mine, alignment, hill_climb_iterations)
+            if pool.size_bytes is None or plan.pool_size <= pool.size_bytes:
+                break
+            step = peak_step(mine, alignment) if plan.lower_bound > pool.size_bytes else _top_step(plan)
+            movable = [b for b in alive_at(mine, step) if any(j > k for j in allowed[b.name])]
+            if not movable:
+                raise _overflow(pool, plan, alignment)
+            victim = max(movable, key=lambda b: (b.size, b.end - b.start, b.name))
+            where[victim.name] = next(j for j in allowed[victim.name] if j > k)
+        result.append(PoolPlan(pool, plan))
+    return result
+
+
+def _top_step(plan: MemoryPlan) -> int:
+    """A step of the buffer that reaches the top of the pool, where the live total is largest."""
+    top = max(plan.buffers, key=lambda b: (plan.offsets[b.name] + b.size, b.name))
+    return max(range(top.start, top.end + 1), key=lambda s: (sum(b.size for b in alive_at(plan.buffers, s)), -s))

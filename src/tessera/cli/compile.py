@@ -30,6 +30,8 @@ def add_parser(sub) -> None:
                    help="0 = one kernel per operator, >= 1 fuses and folds constants (default 2)")
     p.add_argument("--report", metavar="FILE.html",
                    help="print which operators went to which target and draw the graph coloured by target")
+    p.add_argument("--memory-report", metavar="FILE.svg",
+                   help="print the planned memory (peak, lower bounds, pools) and draw the pools over time")
     p.add_argument("--emit-c", metavar="DIR", help="also write the generated C sources to DIR (graph)")
     p.add_argument("--dump-ir", action="store_true", help="print the IR after fusion and lowering to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
@@ -48,6 +50,13 @@ def run(args: argparse.Namespace) -> int:
         print(report.text())
         Path(args.report).write_text(report.html(f"tessera: {Path(args.model).name} for {args.target}"))
         print(f"wrote {args.report}")
+    if args.memory_report:
+        from ..backend.memory_report import memory_report
+
+        mem = memory_report(lib)
+        print(mem.text())
+        Path(args.memory_report).write_text(mem.svg(f"tessera: {Path(args.model).name}, memory"))
+        print(f"wrote {args.memory_report}")
     out = Path(args.output)
     say(f"exporting {out}")
     lib.export_library(out)

@@ -140,9 +140,11 @@ class CodeGenC:
 
 def _param_decls(func: S.PrimFunc, name_of) -> list[str]:
     params = []
+    shared = func.attrs.get(S.MAY_ALIAS_ATTR, ())
     for k, buf in enumerate(func.params):
         const = "const " if k < func.num_inputs else ""
-        params.append(f"{const}{dt.c_type(buf.dtype)}* restrict {name_of(buf)}")
+        restrict = "" if k in shared else "restrict "  # type: ignore[operator]
+        params.append(f"{const}{dt.c_type(buf.dtype)}* {restrict}{name_of(buf)}")
     return params
 
 

@@ -1,7 +1,10 @@
 """The graph executor: runs a JSON graph of kernels from a shared library.
 
-Storage is allocated once per GraphModule; each kernel call's argument
-pointers are computed up front, so `run()` is a loop of C calls.
+Storage is allocated once per GraphModule: one pool, where every kernel
+result and kernel scratch has the offset the memory planner gave it (older
+graphs without "pool_size" get one array per storage id). Each kernel
+call's argument pointers are computed up front, so `run()` is a loop of C
+calls.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class GraphModule:
         entries = self._graph["entries"]
         row_ptr = self._graph["node_row_ptr"]
         params: Mapping[str, np.ndarray] = lib.params
+        pool = _aligned_bytes(max(int(self._graph.get("pool_size", 0)), 1)) if "pool_size" in self._graph else None
         sizes: dict[int, int] = {}
         for nid, node in enumerate(nodes):
             if node["op"] == "kernel":
@@ -55,7 +59,7 @@ class GraphModule:
                     e = entries[k]
                     nbytes = int(np.prod(e["shape"], dtype=np.int64)) * np.dtype(e["dtype"]).itemsize
                     sizes[e["storage_id"]] = max(sizes.get(e["storage_id"], 0), nbytes)
-        storage = {sid: _aligned_bytes(max(n, 1)) for sid, n in sorted(sizes.items())}
+        storage = {} if pool is not None else {sid: _aligned_bytes(max(n, 1)) for sid, n in sorted(sizes.items())}
         self._entries: list[np.ndarray] = []
         self._input_index: dict[str, int] = {}
         self._input_entries: list[int] = []
@@ -64,9 +68,11 @@ class GraphModule:
                 e = entries[k]
                 shape, dtype = tuple(e["shape"]), np.dtype(e["dtype"])
                 if node["op"] == "kernel":
-                    buf = storage[e["storage_id"]]
                     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                    arr = buf[:nbytes].view(dtype).reshape(shape)
+                    if pool is not None:
+                        arr = pool[e["offset"]:e["offset"] + nbytes].view(dtype).reshape(shape)
+                    else:
+                        arr = storage[e["storage_id"]][:nbytes].view(dtype).reshape(shape)
                 elif node["op"] == "param":
                     if node["name"] not in params:
                         raise RuntimeExecutionError(f"parameter {node['name']} missing from the library")
@@ -83,6 +89,8 @@ class GraphModule:
                 continue
             ins = [self._entries[row_ptr[i] + j] for i, j in node["inputs"]]
             outs = [self._entries[k] for k in range(row_ptr[nid], row_ptr[nid + 1])]
+            if pool is not None:
+                outs += [pool[offset:offset + n] for offset, n in node.get("scratch", [])]
             self._calls.append((node["func"], _bind_call(lib.find_function(node["func"]), ins, outs)))
         self._outputs = [row_ptr[n] + i for n, i in self._graph["outputs"]]
 

@@ -99,6 +99,11 @@ def seq(*stmts: Stmt | None) -> Stmt:
     return SeqStmt(tuple(flat))
 
 
+# PrimFunc attribute: indices of parameters the memory planner may place over another
+# parameter of the same call; code generators must not promise `restrict` for them.
+MAY_ALIAS_ATTR = "may_alias"
+
+
 def _frozen(attrs: Mapping[str, object] | None) -> Mapping[str, object]:
     return MappingProxyType(dict(attrs or {}))
 

@@ -1,10 +1,11 @@
 """The executor as TIR: one function that calls every kernel in order.
 
-    int32_t tsgen_<model>_run_model(const T* input..., T* output...,
-                                    uint8_t* pool, const uint8_t* params)
+    int32_t tsgen_<model>_run_model(const T* input..., const uint8_t* params,
+                                    T* output..., uint8_t* <pool>...)
 
-Arguments of each call are typed views into the pool (intermediates), the
-params blob (weights) or the model's own input and output buffers. A kernel
+Arguments of each call are typed views into a memory pool (intermediates
+and kernel scratch, one argument per pool), the params blob (weights) or
+the model's own input and output buffers. A kernel
 returning non-zero stops the run with its status. Printed by the same C
 code generator as the kernels.
 """
@@ -25,7 +26,7 @@ def executor_name(program: AotProgram) -> str:
 class _Executor:
     def __init__(self, program: AotProgram) -> None:
         self.program = program
-        self.pool = Buffer("pool", (max(program.pool_size, 1),), "uint8")
+        self.pools = {p.name: Buffer(p.name, (max(p.size, 1),), "uint8") for p in program.pools}
         self.params = Buffer("params", (max(program.params_size, 1),), "uint8")
         self.io: dict[int, Buffer] = {}
         for t in program.inputs + program.outputs:
@@ -34,7 +35,9 @@ class _Executor:
     def buffer(self, t: Tensor) -> Buffer:
         if t.role in (Role.INPUT, Role.OUTPUT):
             return self.io[id(t)]
-        base = self.pool if t.role is Role.INTERMEDIATE else self.params
+        if t.buffer_owner.role is Role.OUTPUT:  # scratch computed in the output it becomes
+            return self.io[id(t.buffer_owner)]
+        base = self.params if t.role is Role.PARAM else self.pools[t.pool]
         return base.region(t.name, t.type.shape, t.type.dtype, t.offset)
 
     def call(self, step: Step, index: int) -> S.Stmt:
@@ -52,7 +55,7 @@ class _Executor:
         ins = [self.io[id(t)] for t in self.program.inputs]
         outs = [self.io[id(t)] for t in self.program.outputs]
         # the params blob is read-only: list it among the inputs so it is `const`
-        params = (*ins, self.params, *outs, self.pool)
+        params = (*ins, self.params, *outs, *self.pools.values())
         return S.PrimFunc(executor_name(self.program), params, body, len(ins) + 1)
 
 

@@ -74,7 +74,8 @@ def header(program: AotProgram) -> str:
             ]
     lines += [
         "/* Memory the model needs, in bytes (pools must be 16-byte aligned). */",
-        f"#define {_macro(program, 'POOL_SIZE')} {program.pool_size}  /* intermediate tensors */",
+        *(f"#define {_pool_macro(program, p.name, 'SIZE')} {p.size}  /* {_pool_comment(p)} */"
+          for p in program.pools),
         f"#define {_macro(program, 'WORKSPACE_SIZE')} {program.workspace_size}  /* kernel scratch */",
         f"#define {_macro(program, 'PARAMS_SIZE')} {program.params_size}  /* weights, read-only */",
         "",
@@ -86,10 +87,10 @@ def header(program: AotProgram) -> str:
         *(f"  {dt.c_type(t.type.dtype)}* {_field(t)};" for t in program.outputs),
         "};",
         "",
-        f"/* Where the model's memory lives: pool holds {_macro(program, 'POOL_SIZE')} bytes, */",
+        "/* Where the model's memory lives: each pool holds its _SIZE bytes; */",
         f"/* workspace {_macro(program, 'WORKSPACE_SIZE')} bytes (may be NULL when that is 0). */",
         f"struct tsgen_{m}_pools {{",
-        "  uint8_t* pool;",
+        *(f"  uint8_t* {p.name};" for p in program.pools),
         "  uint8_t* workspace;",
         "};",
         "",
@@ -114,11 +115,21 @@ def header(program: AotProgram) -> str:
     return "\n".join(lines)
 
 
+def _pool_macro(program: AotProgram, pool: str, what: str) -> str:
+    """TSGEN_<MODEL>_POOL_SIZE for the default pool `pool`, TSGEN_<MODEL>_<NAME>_SIZE for named pools."""
+    return _macro(program, pool, what)
+
+
+def _pool_comment(pool) -> str:
+    limit = f", limit {pool.spec.size_bytes}" if pool.spec.size_bytes is not None else ""
+    return f"pool '{pool.name}': intermediate tensors and kernel scratch{limit}"
+
+
 def _executor_prototype(program: AotProgram) -> str:
     args = [f"const {dt.c_type(t.type.dtype)}* {_field(t)}" for t in program.inputs]
     args.append("const uint8_t* params")
     args += [f"{dt.c_type(t.type.dtype)}* {_field(t)}" for t in program.outputs]
-    args.append("uint8_t* pool")
+    args += [f"uint8_t* {p.name}" for p in program.pools]
     return f"int32_t {executor_name(program)}({', '.join(args)});"
 
 
@@ -139,10 +150,20 @@ def _packed_checks(program: AotProgram) -> list[str]:
 def source(program: AotProgram) -> str:
     m = program.name
     n_in, n_out = len(program.inputs), len(program.outputs)
-    pool, ws = _macro(program, "POOL_SIZE"), _macro(program, "WORKSPACE_SIZE")
-    attr = _macro(program, "POOL_ATTRIBUTE")
+    ws = _macro(program, "WORKSPACE_SIZE")
     call_args = [f"inputs->{_field(t)}" for t in program.inputs] + [params_symbol(program)]
-    call_args += [f"outputs->{_field(t)}" for t in program.outputs] + ["pools->pool"]
+    call_args += [f"outputs->{_field(t)}" for t in program.outputs] + [f"pools->{p.name}" for p in program.pools]
+    null_pools = " || ".join(f"pools->{p.name} == NULL" for p in program.pools)
+    statics: list[str] = []
+    for p in program.pools:
+        size, attr = _pool_macro(program, p.name, "SIZE"), _pool_macro(program, p.name, "ATTRIBUTE")
+        statics += [
+            f"#ifndef {attr}",
+            f"#define {attr} /* e.g. __attribute__((section(\".arena\"))) to choose the RAM */",
+            "#endif",
+            f"static uint8_t tsgen_{m}_{p.name}[{size} > 0 ? {size} : 1] __attribute__((aligned(16))) {attr};",
+        ]
+    pool_init = ", ".join([f"tsgen_{m}_{p.name}" for p in program.pools] + [f"tsgen_{m}_workspace"])
     ins = [f"({'const ' + dt.c_type(t.type.dtype)}*)args[{k}].data" for k, t in enumerate(program.inputs)]
     outs = [f"({dt.c_type(t.type.dtype)}*)args[{n_in + k}].data" for k, t in enumerate(program.outputs)]
     lines = [
@@ -158,7 +179,7 @@ def source(program: AotProgram) -> str:
         "",
         f"int32_t tsgen_{m}_run_with_pools(struct tsgen_{m}_inputs* inputs, struct tsgen_{m}_outputs* outputs,",
         f"                                 struct tsgen_{m}_pools* pools) {{",
-        "  if (inputs == NULL || outputs == NULL || pools == NULL || pools->pool == NULL) {",
+        f"  if (inputs == NULL || outputs == NULL || pools == NULL || {null_pools}) {{",
         "    return TS_ERROR_NULL_POINTER;",
         "  }",
         f"  TSWorkspaceInit(pools->workspace, {ws});",
@@ -166,14 +187,12 @@ def source(program: AotProgram) -> str:
         "}",
         "",
         f"#ifndef {_macro(program, 'NO_STATIC_POOLS')}",
-        f"#ifndef {attr}",
-        f"#define {attr} /* e.g. __attribute__((section(\".arena\"))) to choose the RAM */",
-        "#endif",
-        f"static uint8_t tsgen_{m}_pool[{pool} > 0 ? {pool} : 1] __attribute__((aligned(16))) {attr};",
-        f"static uint8_t tsgen_{m}_workspace[{ws} > 0 ? {ws} : 1] __attribute__((aligned(16))) {attr};",
+        *statics,
+        f"static uint8_t tsgen_{m}_workspace[{ws} > 0 ? {ws} : 1] __attribute__((aligned(16))) "
+        f"{_pool_macro(program, program.pools[0].name, 'ATTRIBUTE')};",
         "",
         f"int32_t tsgen_{m}_run(struct tsgen_{m}_inputs* inputs, struct tsgen_{m}_outputs* outputs) {{",
-        f"  struct tsgen_{m}_pools pools = {{tsgen_{m}_pool, tsgen_{m}_workspace}};",
+        f"  struct tsgen_{m}_pools pools = {{{pool_init}}};",
         f"  return tsgen_{m}_run_with_pools(inputs, outputs, &pools);",
         "}",
         "",

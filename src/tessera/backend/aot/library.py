@@ -25,6 +25,7 @@ from ...target.target import Target
 from ...target.toolchain import SourceFile, Toolchain
 from .runner import BoardRun, Signature, TensorSig, run_on_board, run_on_host
 from .interface import header, header_name, params_file, params_source, source
+from ..lift_workspace import workspace_params
 from .plan import AotProgram
 
 MLF_VERSION = 1
@@ -93,13 +94,20 @@ class AotLibrary:
             "inputs": tensors(p.inputs),
             "outputs": tensors(p.outputs),
             "pools": [
-                {"name": "pool", "size_bytes": p.pool_size, "contents": "intermediate tensors",
-                 "planner": p.memory.algorithm, "lower_bound_bytes": p.memory.lower_bound},
-                {"name": "workspace", "size_bytes": p.workspace_size, "contents": "kernel scratch"},
+                *({"name": pool.name, "size_bytes": pool.size, "limit_bytes": pool.spec.size_bytes,
+                   "targets": list(pool.spec.targets), "contents": "intermediate tensors and kernel scratch",
+                   "planner": pool.plan.algorithm, "lower_bound_bytes": pool.plan.lower_bound}
+                  for pool in p.pools),
+                {"name": "workspace", "size_bytes": p.workspace_size, "contents": "run-time kernel scratch"},
             ],
-            "lower_bound_bytes": p.memory.lower_bound,
+            "lower_bound_bytes": p.planned.lower_bound,
+            "file_order_lower_bound_bytes": p.planned.file_order_bound,
+            "operator_order": p.order_strategy,
+            "in_place_outputs": p.planned.inplace,
             "params_bytes": p.params_size,
-            "kernels": [{"name": k, "workspace_bytes": p.workspace.get(k, 0)} for k in sorted(p.kernels)],
+            "kernels": [{"name": k, "workspace_bytes": p.workspace.get(k, 0),
+                         "planned_scratch_bytes": sum(b.nbytes for b in workspace_params(p.kernels[k]))}
+                        for k in sorted(p.kernels)],
             "steps": len(p.steps),
         }
 

@@ -1,57 +1,28 @@
-"""From the lowered `main` to an AOT program: steps, tensors and lifetimes.
+"""From the lowered `main` to an AOT program: steps, tensors, pools.
 
 Every tensor of the program is one of: a model input, a model output, a
-parameter (constant, stored in the read-only params blob) or an
-intermediate (placed in the memory pool by the planner). A step calls one
-kernel with its argument tensors.
+parameter (constant, stored in the read-only params blob), an intermediate
+or a kernel's scratch (both placed in the memory pools by the planner). A
+step calls one kernel with its argument tensors: inputs, outputs, scratch.
+The steps, their order and the liveness come from `backend/program.py`,
+shared with the graph executor.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import CompileError
-from ...relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from ...relay.module import IRModule
-from ...relay.ty import TensorType, flatten_tensor_types
-from ...relay.visitor import post_order
 from ...tir.stmt import Allocate, PrimFunc, walk_stmts
 from ...tir.buffer import Scope
-from ..memory_plan import BufferInfo, MemoryPlan, align_up, plan_memory
+from ..memory_plan import MemoryPlan, PoolPlan, align_up
+from ..program import (MemoryOptions, ProgramMemory, Role, Step, Tensor, extract_program,
+                       plan_program_memory)
 
 PARAM_ALIGNMENT = 16
-
-
-class Role(enum.Enum):
-    INPUT = "input"
-    OUTPUT = "output"
-    PARAM = "param"
-    INTERMEDIATE = "intermediate"
-
-
-@dataclass
-class Tensor:
-    name: str
-    type: TensorType
-    role: Role
-    producer: int = -1  # step index, -1 for inputs and params
-    last_use: int = -1
-    offset: int = 0  # in the pool (intermediates) or the params blob (params)
-    data: np.ndarray | None = None  # parameter values
-
-    @property
-    def nbytes(self) -> int:
-        return self.type.nbytes
-
-
-@dataclass
-class Step:
-    kernel: str
-    args: list[Tensor]  # inputs then outputs
-    num_inputs: int
+__all__ = ["AotProgram", "Role", "Step", "Tensor", "build_program", "kernel_workspace"]
 
 
 @dataclass
@@ -60,15 +31,25 @@ class AotProgram:
     inputs: list[Tensor]
     outputs: list[Tensor]
     params: list[Tensor]
-    intermediates: list[Tensor]
+    intermediates: list[Tensor]  # pooled tensors: kernel results and kernel scratch
     steps: list[Step]
     kernels: dict[str, PrimFunc]
-    memory: MemoryPlan
-    workspace: dict[str, int] = field(default_factory=dict)  # scratch bytes per kernel
+    planned: ProgramMemory
+    workspace: dict[str, int] = field(default_factory=dict)  # run-time scratch bytes per kernel (not lifted)
+    order_strategy: str = "depth_first"
+
+    @property
+    def pools(self) -> list[PoolPlan]:
+        return self.planned.pools
+
+    @property
+    def memory(self) -> MemoryPlan:
+        """The plan of the first pool (the only one unless pools were configured)."""
+        return self.planned.pools[0].plan
 
     @property
     def pool_size(self) -> int:
-        return self.memory.pool_size
+        return self.planned.pools[0].size
 
     @property
     def params_size(self) -> int:
@@ -87,71 +68,26 @@ class AotProgram:
 
 
 def kernel_workspace(func: PrimFunc, alignment: int = 16) -> int:
-    """Bytes of scratch a kernel asks the workspace allocator for (allocations nest)."""
+    """Bytes of scratch a kernel still asks the run-time allocator for (allocations nest)."""
     return sum(align_up(s.buffer.nbytes, alignment) for s in walk_stmts(func.body)
                if isinstance(s, Allocate) and s.buffer.scope is Scope.GLOBAL)
 
 
-def build_program(mod: IRModule, name: str, alignment: int = 16) -> AotProgram:
-    main = mod.main
-    tensors: dict[int, list[Tensor]] = {}
-    inputs = []
-    for p in main.params:
-        ty = p.checked_type
-        if not isinstance(ty, TensorType):
-            raise CompileError(f"AOT: input %{p.name_hint} is not a tensor ({ty})")
-        t = Tensor(p.name_hint, ty, Role.INPUT)
-        inputs.append(t)
-        tensors[id(p)] = [t]
-    params: list[Tensor] = []
-    steps: list[Step] = []
-    kernels: dict[str, PrimFunc] = {}
-    intermediates: list[Tensor] = []
-    param_offset = 0
-    for node in post_order(main.body, into_functions=False):
-        if id(node) in tensors or isinstance(node, (Var, GlobalVar, Function)):
-            continue
-        if isinstance(node, Constant):
-            t = Tensor(f"p{len(params)}", node.checked_type, Role.PARAM, data=np.asarray(node.data),
-                       offset=param_offset)
-            param_offset = align_up(param_offset + t.nbytes, PARAM_ALIGNMENT)
-            params.append(t)
-            tensors[id(node)] = [t]
-        elif isinstance(node, Tuple):
-            tensors[id(node)] = [t for f in node.fields for t in tensors[id(f)]]
-        elif isinstance(node, TupleGetItem):
-            fields = node.tuple_value.checked_type.fields  # type: ignore[union-attr]
-            start = sum(len(flatten_tensor_types(f)) for f in fields[:node.index])
-            width = len(flatten_tensor_types(fields[node.index]))
-            tensors[id(node)] = tensors[id(node.tuple_value)][start:start + width]
-        elif isinstance(node, Call) and isinstance(node.op, GlobalVar):
-            func = mod[node.op]
-            if not isinstance(func, PrimFunc):
-                raise CompileError(
-                    f"AOT: @{node.op.name_hint} is not a compiled kernel (an external runtime module?); "
-                    "the AOT executor calls C kernels only"
-                )
-            kernels[func.name] = func
-            args = [t for a in node.args for t in tensors[id(a)]]
-            outs = [Tensor(f"t{len(intermediates) + k}", ty, Role.INTERMEDIATE, producer=len(steps))
-                    for k, ty in enumerate(flatten_tensor_types(node.checked_type))]
-            intermediates += outs
-            for t in args:
-                t.last_use = len(steps)
-            steps.append(Step(func.name, args + outs, len(args)))
-            tensors[id(node)] = outs
-        else:
-            raise CompileError(f"AOT: cannot execute {type(node).__name__} in main")
-    names = list(main.attrs.extra.get("output_names", ()))
-    outputs = _mark_outputs(tensors[id(main.body)], steps, names)
-    intermediates = [t for t in intermediates if t.role is Role.INTERMEDIATE]
-    buffers = [BufferInfo(t.name, t.nbytes, t.producer, max(t.last_use, t.producer)) for t in intermediates]
-    memory = plan_memory(buffers, alignment)
-    for t in intermediates:
-        t.offset = memory.offsets[t.name]
-    workspace = {k: kernel_workspace(f, alignment) for k, f in kernels.items()}
-    return AotProgram(name, inputs, outputs, params, intermediates, steps, kernels, memory,
-                      {k: v for k, v in workspace.items() if v})
+def build_program(mod: IRModule, name: str, options: MemoryOptions | None = None,
+                  host_kind: str = "c") -> AotProgram:
+    options = options or MemoryOptions()
+    program = extract_program(mod, options.order)
+    offset = 0
+    for t in program.params:
+        t.offset = offset
+        offset = align_up(offset + t.nbytes, PARAM_ALIGNMENT)
+    names = list(mod.main.attrs.extra.get("output_names", ()))
+    outputs = _mark_outputs(program.results, program.steps, names)
+    planned = plan_program_memory(program, options, host_kind)
+    workspace = {k: kernel_workspace(f, options.alignment) for k, f in program.kernels.items()}
+    return AotProgram(name, program.inputs, outputs, program.params, program.pooled(), program.steps,
+                      program.kernels, planned, {k: v for k, v in workspace.items() if v},
+                      program.order_strategy)
 
 
 def _output_name(k: int, count: int, names: list[str]) -> str:
@@ -173,7 +109,7 @@ def _mark_outputs(results: list[Tensor], steps: list[Step], names: list[str]) ->
             outputs.append(t)
         else:
             copy = Tensor(name, t.type, Role.OUTPUT, producer=len(steps))
-            steps.append(Step("copy", [t, copy], 1))
+            steps.append(Step("copy", [t, copy], 1, 1, file_index=1 << 30 | len(steps)))
             t.last_use = len(steps) - 1
             outputs.append(copy)
     return outputs
