@@ -240,3 +240,20 @@ def test_function_pin_works_for_accelerators_too(digits):
     kept = tessera.build(mod.with_function("main", pin_function(mod.main, "host")), target="blas", params=params)
     assert {p for p, _ in placement(kept)} == {"host"}
     close(kept(x)[0], ref)
+
+
+def test_memory_pools_can_be_reserved_for_a_piece(digits):
+    from tessera.backend.memory_plan import PoolSpec
+    from tessera.backend.program import MemoryOptions
+
+    mod, params, x, ref = digits
+    pools = MemoryOptions(pools=(PoolSpec("big_tcm", None, ("big",)), PoolSpec("shared")))
+    lib = tessera.build(mod, target=HOST_PIECES, params=params, executor="aot",
+                        ctx=PassContext(config={"memory": pools}))
+    tcm, shared = lib.program.pools
+    assert tcm.name == "big_tcm" and tcm.size > 0 and shared.size > 0
+    # the input normalisation runs on little, so its output (read by big) cannot live in big's memory
+    first = lib.program.steps[0]
+    owner = {b.name for b in shared.plan.buffers}
+    assert first.args[-1].buffer_owner.name in owner
+    close(lib.run_host([x])[0], ref)
