@@ -22,10 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ... import te
+from ...te.lower import LOCAL_TILE_ELEMENTS
 from ...tir import expr as E
 
-TILE_WIDTH = 16  # outputs along the last spatial dim per tile (two AVX vectors)
-TILE_CHANNELS = (8, 4, 2)  # output channels per tile, the first that divides a group
+TILE_WIDTH = 16  # default outputs along the last spatial dim per tile (one AVX-512 or two AVX vectors)
+TILE_CHANNELS = (8, 4, 2)  # default output channels per tile: the first that divides a group
+# what the tuner may try instead (see tessera.tune)
+WIDTH_CANDIDATES = (8, 16, 32)
+CHANNEL_CANDIDATES = (16, 8, 4, 2)
 
 # weight(c, rc, taps) -> the weight of output channel c, input channel rc
 # (within the group) and kernel position `taps`.
@@ -42,6 +46,31 @@ class ConvGeometry:
     dilation: tuple[int, ...]
     in_channels_per_group: int
     out_channels_per_group: int
+    tile: tuple[int, int] | None = None  # (output channels, width) per register tile; None: choose
+
+    def __post_init__(self) -> None:
+        if self.tile is None:
+            object.__setattr__(self, "tile", self._choose_tile())
+
+    def _choose_tile(self) -> tuple[int, int]:
+        """The tuning log's choice for this workload, or the default."""
+        from ...tune import choose
+
+        channels = [c for c in CHANNEL_CANDIDATES if self.out_channels_per_group % c == 0]
+        default = {"channels": next((c for c in TILE_CHANNELS if c in channels), 1), "width": TILE_WIDTH}
+        if not channels:
+            return default["channels"], default["width"]
+        candidates = [{"channels": c, "width": w} for c in channels for w in WIDTH_CANDIDATES
+                      if c * w <= LOCAL_TILE_ELEMENTS]
+        description = {"out": list(self.out_shape), "kernel": list(self.kernel), "strides": list(self.strides),
+                       "dilation": list(self.dilation), "in_per_group": self.in_channels_per_group,
+                       "out_per_group": self.out_channels_per_group}
+        picked = choose(f"conv{self.rank}d", description, candidates, default)
+        return picked["channels"], picked["width"]
+
+    @property
+    def tile_width(self) -> int:
+        return self.tile[1]  # type: ignore[index]
 
     @property
     def rank(self) -> int:
@@ -53,12 +82,12 @@ class ConvGeometry:
 
     def tile_channels(self) -> int:
         """Output channels per tile (a tile never straddles two groups), 1 if none fits."""
-        return next((cb for cb in TILE_CHANNELS if self.out_channels_per_group % cb == 0), 1)
+        return self.tile[0]  # type: ignore[index]
 
     def tile_overhang(self) -> int:
         """Extra input columns (at the end of the last dim) the last tile reads."""
-        blocks = -(-self.out_shape[-1] // TILE_WIDTH)
-        return (blocks * TILE_WIDTH - self.out_shape[-1]) * self.strides[-1]
+        blocks = -(-self.out_shape[-1] // self.tile_width)
+        return (blocks * self.tile_width - self.out_shape[-1]) * self.strides[-1]
 
     def uses_tiles(self) -> bool:
         return self.tile_channels() > 1
@@ -141,7 +170,7 @@ def _rows(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) -
 
 def _tiled(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) -> te.Tensor:
     """Tiles t[n, cb, *o[:-1], wb, ci, wi] with c = cb*CB + ci and o[-1] = wb*W + wi."""
-    d, cb, width = g.rank, g.tile_channels(), TILE_WIDTH
+    d, cb, width = g.rank, g.tile_channels(), g.tile_width
     stride = g.strides[-1]
     source = phase_split(padded, stride) if stride > 1 else padded
     rc, rk = _reduce_axes(g)
