@@ -22,6 +22,19 @@ from .c_helpers import helper_name, helper_source
 from .names import Namespace
 
 EXPORT_MACRO = "TS_EXPORT"
+# Parallel loops run on OpenMP threads where the C compiler has -fopenmp (host
+# builds); elsewhere (Cortex-M) the same source compiles to plain loops.
+PARALLEL_FOR, PARALLEL_FOR_2 = "TS_PARALLEL_FOR", "TS_PARALLEL_FOR_2"
+PARALLEL_MACROS = [
+    "",
+    "#if defined(_OPENMP)",
+    f'#define {PARALLEL_FOR} _Pragma("omp parallel for schedule(static)")',
+    f'#define {PARALLEL_FOR_2} _Pragma("omp parallel for collapse(2) schedule(static)")',
+    "#else",
+    f"#define {PARALLEL_FOR}",
+    f"#define {PARALLEL_FOR_2}",
+    "#endif",
+]
 
 _FLOAT_INTRINSICS = {
     E.Intrinsic.EXP: "exp", E.Intrinsic.LOG: "log", E.Intrinsic.SQRT: "sqrt",
@@ -77,6 +90,7 @@ class CodeGenC:
         self._helpers: dict[str, str] = {}
         self._functions: list[str] = []
         self._uses_workspace = False
+        self._uses_parallel = False
         self._exported: list[str] = []
         self._declarations: list[str] = []
 
@@ -122,6 +136,8 @@ class CodeGenC:
             "#endif",
             "#endif",
         ]
+        if self._uses_parallel:
+            lines += PARALLEL_MACROS
         return lines
 
     def emit_extern_call(self, name: str, args: list[str], call: E.Call) -> str:
@@ -136,6 +152,9 @@ class CodeGenC:
 
     def note_workspace(self) -> None:
         self._uses_workspace = True
+
+    def note_parallel(self) -> None:
+        self._uses_parallel = True
 
 
 def _param_decls(func: S.PrimFunc, name_of) -> list[str]:
@@ -164,6 +183,7 @@ class _FunctionWriter:
         self.nonneg: set[int] = set()  # ids of variables known to be >= 0
         self.scalars: set[int] = set()  # ids of 1-element local buffers held in scalars
         self.const_buffers: set[int] = set()  # ids of read-only parameters
+        self._parallel_inner: S.For | None = None  # inner loop of a collapsed parallel pair
 
     def write(self) -> None:
         f = self.func
@@ -193,8 +213,10 @@ class _FunctionWriter:
         var = self.ns.name_of(s.loop_var, s.loop_var.name)
         c = dt.c_type(s.loop_var.dtype)
         self.nonneg.add(id(s.loop_var))
-        if s.kind is S.ForKind.PARALLEL:
-            self.emit("#pragma omp parallel for")
+        if s.kind is S.ForKind.PARALLEL and not self._collapsed(s):
+            self.gen.note_parallel()
+            collapse = isinstance(s.body, S.For) and s.body.kind is S.ForKind.PARALLEL
+            self.emit(PARALLEL_FOR_2 if collapse else PARALLEL_FOR)
         elif s.kind is S.ForKind.UNROLLED:
             self.emit("#pragma GCC unroll 16")
         elif s.kind is S.ForKind.VECTORIZED:
@@ -204,6 +226,15 @@ class _FunctionWriter:
         self.stmt(s.body)
         self.indent -= 1
         self.emit("}")
+
+    def _collapsed(self, s: S.For) -> bool:
+        """Is `s` the inner loop of a collapsed pair (its pragma already emitted)?"""
+        if self._parallel_inner is s:
+            self._parallel_inner = None
+            return True
+        if isinstance(s.body, S.For) and s.body.kind is S.ForKind.PARALLEL:
+            self._parallel_inner = s.body
+        return False
 
     def _dot_product(self, s: S.For) -> bool:
         """`acc += (int32)a[i + k] * (int32)b[j + k]` over int8 runs -> one `ts_dot_int8` call."""

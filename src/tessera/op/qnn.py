@@ -306,7 +306,7 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType) 
             return acc[b, c, E.add(E.mul(y, ow), x)]
     else:
         icpg = data.shape[1] // a.groups
-        g = ConvGeometry(tuple(out.shape), attrs.kernel, a.strides, a.dilation, icpg, oc // a.groups, tile=(1, 1))
+        g = ConvGeometry(tuple(out.shape), attrs.kernel, a.strides, a.dilation, icpg, oc // a.groups, tile=(1, 1, 0))
         taps = attrs.kernel[1]
 
         def read_weight(c: E.PrimExpr, rc: E.PrimExpr, t) -> E.PrimExpr:

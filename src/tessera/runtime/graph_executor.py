@@ -5,6 +5,11 @@ result and kernel scratch has the offset the memory planner gave it (older
 graphs without "pool_size" get one array per storage id). Each kernel
 call's argument pointers are computed up front, so `run()` is a loop of C
 calls.
+
+Kernels of host builds run their parallel loops on OpenMP threads:
+`num_threads` (or the TESSERA_NUM_THREADS environment variable) sets how
+many for this module's runs; by default OpenMP decides (OMP_NUM_THREADS, else
+one per core).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -41,11 +47,43 @@ def _bind_call(fn: object, ins: list[np.ndarray], outs: list[np.ndarray]) -> Cal
     return external
 
 
+def _thread_count(requested: int | None) -> int | None:
+    if requested is None:
+        text = os.environ.get("TESSERA_NUM_THREADS")
+        if not text:
+            return None
+        try:
+            requested = int(text)
+        except ValueError:
+            raise RuntimeExecutionError(f"TESSERA_NUM_THREADS={text!r} is not a whole number of threads") from None
+    if requested < 1:
+        raise RuntimeExecutionError(f"num_threads must be at least 1, got {requested}")
+    return requested
+
+
+def _thread_setter(lib: "object", count: int | None) -> Callable[[], object]:
+    """What `run` calls first: sets the library's thread count (nothing when OpenMP decides)."""
+    if count is None:
+        return lambda: None
+    shared = getattr(lib, "shared_library", None)
+    if shared is None or not shared.has_symbol("TSSetNumThreads"):
+        if count == 1:
+            return lambda: None
+        raise RuntimeExecutionError(
+            f"num_threads={count}: this library has no thread support (built by an older tessera or for "
+            "another target); rebuild it for the host target `c`"
+        )
+    fn = shared.kernel("TSSetNumThreads")
+    fn.argtypes = [ctypes.c_int32]
+    return functools.partial(fn, count)
+
+
 class GraphModule:
     """Executes a built library: `set_input`, `run`, `get_output`."""
 
-    def __init__(self, lib: "object") -> None:
+    def __init__(self, lib: "object", num_threads: int | None = None) -> None:
         # `lib` is what tessera.build returns (or load_module loads)
+        self._set_threads = _thread_setter(lib, _thread_count(num_threads))
         self._graph = json.loads(lib.graph_json)
         nodes = self._graph["nodes"]
         entries = self._graph["entries"]
@@ -138,6 +176,7 @@ class GraphModule:
     def run(self, **inputs: np.ndarray) -> None:
         if inputs:
             self.set_input(**inputs)
+        self._set_threads()
         for name, call in self._calls:
             status = call()
             if status != 0:
@@ -164,6 +203,7 @@ class GraphModule:
         samples: list[list[float]] = [[] for _ in self._calls]
         self.run()
         for _ in range(repeat):
+            self._set_threads()
             for k, (name, call) in enumerate(self._calls):
                 t0 = time.perf_counter()
                 if call() != 0:

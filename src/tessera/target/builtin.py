@@ -35,7 +35,7 @@ CORTEX_M: dict[str, CortexM] = {
     "cortex-m55": CortexM("auto", dsp=True),
 }
 
-HOST_CFLAGS = ("-O3", "-std=gnu11")
+HOST_CFLAGS = ("-O3", "-std=gnu11", "-fopenmp")  # OpenMP runs the kernels' parallel loops
 
 
 def is_micro(target: Target) -> bool:
@@ -92,8 +92,9 @@ def c_toolchain(target: Target) -> Toolchain:
     return Toolchain(
         cc=target.get("cc", "gcc"),
         cflags=(*HOST_CFLAGS, *arch, *extra),
+        ldflags=("-lm", "-fopenmp"),
         include_dirs=(INCLUDE_DIR,),
-        runtime_sources=("workspace_heap.c",),
+        runtime_sources=("workspace_heap.c", "threads.c"),
     )
 
 

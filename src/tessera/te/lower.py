@@ -33,6 +33,13 @@ from ..tir.functor import map_expr, substitute, walk_expr
 from ..tir.simplify import simplify_index
 from .tensor import Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
 
+# Stages with fewer loop iterations (all axes, reductions included) than this
+# run on one thread: below it, waking the other threads costs more than it saves.
+PARALLEL_MIN_WORK = 1 << 16
+# An outermost loop shorter than this shares its iterations with the next loop
+# (OpenMP collapse), so two or more threads get even shares.
+PARALLEL_MIN_EXTENT = 8
+
 # The largest register tile (see `te.compute(register_tile=True)`) kept in a
 # local array; a larger one accumulates in the output buffer as usual.
 LOCAL_TILE_ELEMENTS = 256
@@ -108,14 +115,30 @@ def _combine(r: Reduce, acc: E.PrimExpr, value: E.PrimExpr) -> E.PrimExpr:
     return table[r.combiner](acc, value)
 
 
-def _loop_nest(axes: Sequence[IterVar], body: S.Stmt) -> S.Stmt:
-    """Loops over `axes` (outermost first); extent-1 loops are dropped."""
+def _loop_nest(axes: Sequence[IterVar], body: S.Stmt, unroll: Sequence[str] = ()) -> S.Stmt:
+    """Loops over `axes` (outermost first); extent-1 loops are dropped, `unroll`ed ones marked."""
     for axis in reversed(axes):
         if axis.extent == 1:
             body = _bind_zero(axis.var, body)
         else:
-            body = S.For(axis.var, E.IntImm(axis.extent), body)
+            kind = S.ForKind.UNROLLED if axis.name in unroll else S.ForKind.SERIAL
+            body = S.For(axis.var, E.IntImm(axis.extent), body, kind)
     return body
+
+
+def _parallel_outer(nest: S.Stmt, work: int) -> S.Stmt:
+    """`nest` with its outermost loop (two loops when it is short) run by all threads.
+
+    Only the output's spatial loops come first in a stage's nest, and every
+    iteration writes its own elements, so the iterations are independent;
+    scratch inside them is declared in the loop body (private per thread).
+    """
+    if work < PARALLEL_MIN_WORK or not isinstance(nest, S.For):
+        return nest
+    body = nest.body
+    if isinstance(body, S.For) and E.is_const(nest.extent) and nest.extent.value < PARALLEL_MIN_EXTENT:
+        body = S.For(body.loop_var, body.extent, body.body, S.ForKind.PARALLEL)
+    return S.For(nest.loop_var, nest.extent, body, S.ForKind.PARALLEL)
 
 
 def _bind_zero(var: E.Var, body: S.Stmt) -> S.Stmt:
@@ -257,9 +280,10 @@ class _Lowering:
     def _emit_stage(self, op: ComputeOp) -> S.Stmt:
         buf = self.buffers[id(op)]
         index = tuple(a.var for a in op.axes)
+        work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes))
         if not isinstance(op.body, Reduce):
             value = self._simplified(op, self.expand(op.body))
-            return _loop_nest(self._ordered_axes(op), S.BufferStore(buf, value, index))
+            return _parallel_outer(_loop_nest(self._ordered_axes(op), S.BufferStore(buf, value, index)), work)
         reduce = op.body
         order = self._ordered_axes(op)
         first_reduce = next(k for k, a in enumerate(order) if a.kind is IterKind.REDUCE)
@@ -280,7 +304,7 @@ class _Lowering:
         epilogue = self.epilogue_of.get(id(op))
         if epilogue is not None:
             core = S.seq(core, self._emit_epilogue(epilogue, op, inner_spatial))
-        return _loop_nest(outer, core)
+        return _parallel_outer(_loop_nest(outer, core), work)
 
     def _accumulate_locally(
         self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr,
@@ -311,7 +335,7 @@ class _Lowering:
         acc = E.BufferLoad(tile, at, tile.dtype)
         return S.Allocate(tile, S.seq(
             _loop_nest(inner_spatial, S.BufferStore(tile, _init_value(reduce), at)),
-            _loop_nest(inner, S.BufferStore(tile, _combine(reduce, acc, source), at)),
+            _loop_nest(inner, S.BufferStore(tile, _combine(reduce, acc, source), at), op.unroll),
             _loop_nest(inner_spatial, S.BufferStore(buf, E.cast(acc, buf.dtype), index)),
         ))
 

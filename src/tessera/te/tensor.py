@@ -70,6 +70,7 @@ class ComputeOp:
     loop_order: tuple[str, ...] | None = None  # axis names, outermost first
     materialize: bool = False  # keep in a buffer even when it could be inlined
     register_tile: bool = False  # accumulate the spatial loops inside the reduction in a local array
+    unroll: tuple[str, ...] = ()  # axis names whose loops the C compiler should unroll fully
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -144,13 +145,15 @@ def compute(
     loop_order: Sequence[str] | None = None,
     materialize: bool = False,
     register_tile: bool = False,
+    unroll: Sequence[str] = (),
 ) -> Tensor:
     """A tensor whose element at index `i` is `fcompute(*i)`.
 
     `axis_names` names the spatial loops so `loop_order` can mention them
     next to the reduce axes' names. `register_tile`: the spatial loops that
     `loop_order` puts inside the reduce axes form a small tile accumulated in
-    a local array (registers) rather than in the output buffer.
+    a local array (registers) rather than in the output buffer. `unroll`
+    names short loops (e.g. kernel taps) to unroll fully.
     """
     names = list(axis_names) if axis_names is not None else [f"i{k}" for k in range(len(shape))]
     if len(names) != len(shape):
@@ -168,7 +171,7 @@ def compute(
         }
         if set(order) != known or len(order) != len(known):
             raise ValueError(f"loop_order {order} must list exactly the axes {sorted(known)}")
-    return Tensor(ComputeOp(name, axes, body, order, materialize, register_tile))
+    return Tensor(ComputeOp(name, axes, body, order, materialize, register_tile, tuple(unroll)))
 
 
 def reduce_axis(extent: int, name: str = "k") -> IterVar:

@@ -17,7 +17,7 @@ from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import Op, OpPattern, register_op
-from .conv_schedule import ConvGeometry, conv_schedule, pad_input
+from .conv_schedule import ConvGeometry, conv_schedule, pad_input, planar_conv
 
 
 @dataclass(frozen=True)
@@ -105,17 +105,18 @@ def _make_compute(d: int):
         data, weight = inputs
         oc, icpg = weight.shape[:2]
         g = ConvGeometry(tuple(out.shape), tuple(weight.shape[2:]), attrs.strides, attrs.dilation,
-                         icpg, oc // attrs.groups)
+                         icpg, oc // attrs.groups, in_spatial=tuple(data.shape[2:]))
+        def read_weight(c: E.PrimExpr, rc: E.PrimExpr, taps) -> E.PrimExpr:
+            return weight[(c, rc, *taps)]
+
+        if g.planar():
+            return planar_conv(data, attrs.padding[:d], attrs.padding[d:], read_weight, g, f"conv{d}d")
         ends = attrs.padding[d:]
         if g.uses_tiles():
             ends = ends[:-1] + (ends[-1] + g.tile_overhang(),)
         # a strided tiled schedule regroups (and so materialises) the padded input itself
         materialize = not (g.uses_tiles() and attrs.strides[-1] > 1)
         padded = pad_input(data, attrs.padding[:d], ends, 0.0, materialize=materialize)
-
-        def read_weight(c: E.PrimExpr, rc: E.PrimExpr, taps) -> E.PrimExpr:
-            return weight[(c, rc, *taps)]
-
         return conv_schedule(padded, read_weight, g, f"conv{d}d")
 
     return compute

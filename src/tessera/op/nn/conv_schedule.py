@@ -19,13 +19,14 @@ vectorises it as a scalar-times-vector multiply-add.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import math
 from dataclasses import dataclass
 
 from ... import te
 from ...te.lower import LOCAL_TILE_ELEMENTS
 from ...tir import expr as E
 
-TILE_WIDTH = 16  # default outputs along the last spatial dim per tile (one AVX-512 or two AVX vectors)
+TILE_WIDTH = 32  # default outputs per tile along the positions (two AVX-512 vectors)
 TILE_CHANNELS = (8, 4, 2)  # default output channels per tile: the first that divides a group
 # what the tuner may try instead (see tessera.tune)
 WIDTH_CANDIDATES = (8, 16, 32)
@@ -46,31 +47,43 @@ class ConvGeometry:
     dilation: tuple[int, ...]
     in_channels_per_group: int
     out_channels_per_group: int
-    tile: tuple[int, int] | None = None  # (output channels, width) per register tile; None: choose
+    # (output channels, width) per register tile, and whether the loop over
+    # positions runs outside the loop over channel blocks; None: choose
+    tile: tuple[int, int, int] | None = None
+    in_spatial: tuple[int, ...] = ()  # input spatial size (for the loop-order default), if known
 
     def __post_init__(self) -> None:
         if self.tile is None:
             object.__setattr__(self, "tile", self._choose_tile())
 
-    def _choose_tile(self) -> tuple[int, int]:
+    def _choose_tile(self) -> tuple[int, int, int]:
         """The tuning log's choice for this workload, or the default."""
         from ...tune import choose
 
         channels = [c for c in CHANNEL_CANDIDATES if self.out_channels_per_group % c == 0]
-        default = {"channels": next((c for c in TILE_CHANNELS if c in channels), 1), "width": TILE_WIDTH}
+        # Stream whichever of input and weights is larger from the outer loop
+        # only once: positions outside when the input outweighs the weights.
+        in_elems = math.prod(self.in_spatial or self.out_shape[2:]) * self.in_channels_per_group
+        weight_elems = self.out_channels_per_group * self.in_channels_per_group * math.prod(self.kernel)
+        default = {"channels": next((c for c in TILE_CHANNELS if c in channels), 1), "width": TILE_WIDTH,
+                   "positions_outer": int(in_elems > weight_elems)}
         if not channels:
-            return default["channels"], default["width"]
-        candidates = [{"channels": c, "width": w} for c in channels for w in WIDTH_CANDIDATES
-                      if c * w <= LOCAL_TILE_ELEMENTS]
+            return default["channels"], default["width"], default["positions_outer"]
+        candidates = [{"channels": c, "width": w, "positions_outer": o} for c in channels for w in WIDTH_CANDIDATES
+                      for o in (0, 1) if c * w <= LOCAL_TILE_ELEMENTS]
         description = {"out": list(self.out_shape), "kernel": list(self.kernel), "strides": list(self.strides),
                        "dilation": list(self.dilation), "in_per_group": self.in_channels_per_group,
                        "out_per_group": self.out_channels_per_group}
         picked = choose(f"conv{self.rank}d", description, candidates, default)
-        return picked["channels"], picked["width"]
+        return picked["channels"], picked["width"], picked["positions_outer"]
 
     @property
     def tile_width(self) -> int:
         return self.tile[1]  # type: ignore[index]
+
+    @property
+    def positions_outer(self) -> bool:
+        return bool(self.tile[2])  # type: ignore[index]
 
     @property
     def rank(self) -> int:
@@ -84,8 +97,14 @@ class ConvGeometry:
         """Output channels per tile (a tile never straddles two groups), 1 if none fits."""
         return self.tile[0]  # type: ignore[index]
 
+    def planar(self) -> bool:
+        """2-d tiled convolutions run on flattened planes (see `_planar`)."""
+        return self.rank == 2 and self.uses_tiles()
+
     def tile_overhang(self) -> int:
         """Extra input columns (at the end of the last dim) the last tile reads."""
+        if self.planar():
+            return 0  # the planes carry their own tail
         blocks = -(-self.out_shape[-1] // self.tile_width)
         return (blocks * self.tile_width - self.out_shape[-1]) * self.strides[-1]
 
@@ -143,7 +162,8 @@ def conv_schedule(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name
     """out[n, c, *o] = sum over rc, taps of padded[n, in(c, rc), o*s + tap*dil] * weight(c, rc, taps).
 
     `padded` must be padded for the convolution and, when `g.uses_tiles()`,
-    by `g.tile_overhang()` more columns at the end of its last dim.
+    by `g.tile_overhang()` more columns at the end of its last dim. 2-d
+    tiled convolutions (`g.planar()`) go through `planar_conv` instead.
     """
     if g.uses_tiles():
         return _tiled(padded, weight, g, name)
@@ -201,3 +221,70 @@ def _tiled(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) 
                       E.floormod(last, width))]
 
     return te.compute(g.out_shape, untile, name=f"{name}_out", axis_names=["n", "c", *(f"o{k}" for k in range(d))])
+
+
+def planar_conv(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], weight: WeightReader,
+                g: ConvGeometry, name: str) -> te.Tensor:
+    """A 2-d convolution of `data` (padded by `begins`/`ends`) as register tiles over flattened planes.
+
+    The input is regrouped once, padding included, into `planes[n, c, ph, pw,
+    r, x]`: for each stride phase (ph, pw), the padded rows r*sh + ph and
+    columns x*sw + pw, stored row after row with a pitch of W' columns. A
+    kernel tap then reads, for the output position p = oh * W' + ow, the plane
+    element at flat offset p + (row offset) * W' + (column offset): one
+    contiguous run per tap whatever the image width, so a register tile spans
+    TW consecutive positions across rows. Positions with ow >= OW (W' - OW per
+    row) are computed and dropped; a 7 x 7 layer wastes 2 of 9 columns,
+    where tiles along one row of 7 would waste 9 of 16.
+
+    Tiles t[n, cb, ci, pb, pi] hold output channel cb*CB + ci at position
+    pb*TW + pi, so one channel's positions are contiguous and the final copy
+    (where bias and activation epilogues run) reads rows of OW values.
+    """
+    n_, oc = g.out_shape[:2]
+    oh, ow = g.out_shape[2:]
+    c_in, h_in, w_in = data.shape[1:]
+    sh, sw = g.strides
+    dh, dw = g.dilation
+    top, left = begins
+    cb, width = g.tile_channels(), g.tile_width
+    pitch = -(-(w_in + left + ends[1]) // sw)  # W'
+    blocks = -(-(oh * pitch) // width)
+    row_reach = (g.kernel[0] - 1) * dh // sh
+    col_reach = (g.kernel[1] - 1) * dw // sw
+    rows = -(-(blocks * width + row_reach * pitch + col_reach) // pitch)
+
+    def plane(n: E.Var, c: E.Var, ph: E.Var, pw: E.Var, r: E.Var, x: E.Var) -> E.PrimExpr:
+        h = E.sub(E.add(E.mul(r, sh), ph), top)
+        w = E.sub(E.add(E.mul(x, sw), pw), left)
+        inside = E.logical_and(E.logical_and(E.ge(h, 0), E.lt(h, h_in)), E.logical_and(E.ge(w, 0), E.lt(w, w_in)))
+        value = data[(n, c, E.minimum(E.maximum(h, 0), h_in - 1), E.minimum(E.maximum(w, 0), w_in - 1))]
+        return E.select(inside, value, E.const(0, data.dtype))
+
+    planes = te.compute((n_, c_in, sh, sw, rows, pitch), plane, name="planes",
+                        axis_names=["n", "c", "ph", "pw", "r", "x"], materialize=True)
+    rc, (rkh, rkw) = _reduce_axes(g)
+
+    def element(n: E.Var, cblock: E.Var, ci: E.Var, pb: E.Var, pi: E.Var) -> E.PrimExpr:
+        c = E.add(E.mul(cblock, cb), ci)
+        th, tw = E.mul(rkh.var, dh), E.mul(rkw.var, dw)
+        q = E.add(E.add(E.mul(pb, width), pi), E.add(E.mul(E.floordiv(th, sh), pitch), E.floordiv(tw, sw)))
+        channel = g.input_channel(E.mul(cblock, cb), rc.var)  # one group per tile
+        # flat offset q within the (ph, pw) plane: the lowering indexes
+        # buffers by flat offset, so an index past the last axis's extent
+        # addresses the following rows
+        a = planes[(n, channel, E.floormod(th, sh), E.floormod(tw, sw), 0, q)]
+        return te.sum(E.mul(a, weight(c, rc.var, [rkh.var, rkw.var])), [rc, rkh, rkw])
+
+    tiles = te.compute((n_, oc // cb, cb, blocks, width), element, name=name,
+                       axis_names=["n", "cb", "ci", "pb", "pi"],
+                       loop_order=["n", *(("pb", "cb") if g.positions_outer else ("cb", "pb")),
+                                   "rc", "rk0", "rk1", "ci", "pi"],
+                       register_tile=True, unroll=["rk1"])
+    channel_stride = blocks * width
+
+    def untile(n: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+        # element (n, c, y * W' + x) of the tiles in row-major order (flat offset, as above)
+        return tiles[(n, 0, 0, 0, E.add(E.mul(c, channel_stride), E.add(E.mul(y, pitch), x)))]
+
+    return te.compute(g.out_shape, untile, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])

@@ -23,7 +23,7 @@ from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import Op, OpPattern, register_op
-from .conv_schedule import ConvGeometry, conv_schedule
+from .conv_schedule import ConvGeometry, conv_schedule, planar_conv
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,8 @@ def _make_compute(d: int):
             out_c = E.floormod(c, ocpg) if g.grouped else c
             return weight[(in_c, out_c, *(E.sub(kernel[k] - 1, t) for k, t in enumerate(taps)))]
 
+        if g.planar():
+            return planar_conv(spread, (0,) * d, (0,) * d, read_weight, g, f"conv{d}d_transpose")
         return conv_schedule(spread, read_weight, g, f"conv{d}d_transpose")
 
     return compute

@@ -39,6 +39,10 @@ typedef enum {
   TS_ERROR_NULL_POINTER = -5, /* a pool or tensor pointer is NULL */
 } TSStatus;
 
+/* Host builds: threads for the kernels' parallel loops (n <= 0 keeps the
+ * current count); returns the count now in effect (1 without OpenMP). */
+int32_t TSSetNumThreads(int32_t num_threads);
+
 /* Gives the workspace allocator `size` bytes at `base` (16-byte aligned) for
  * the kernels of one run; generated entry points call it before running. */
 void TSWorkspaceInit(void* base, size_t size);
