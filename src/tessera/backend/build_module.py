@@ -249,7 +249,7 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     pieces = {name: m for name, m in others if name is not None}
     sources = [s for m in modules if m not in pieces.values() for s in m.sources]
     # libraries that kernels from target hooks call (e.g. -lopenblas) must reach the final link
-    link_flags = list(dict.fromkeys(f for m in modules for f in m.toolchain.ldflags))
+    link_flags = list(dict.fromkeys(f for m in modules for f in m.toolchain.link_flags))
     gen = CodeGenC()
     for func in program.kernels.values():
         gen.declare(func)
@@ -265,5 +265,5 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
                   for name, m in pieces.items()}
     return AotLibrary(program, lowered.target, toolchain, prefixed(sources), module_str(lowered.partitioned),
                       time.perf_counter() - lowered.started, partitioned_mod=lowered.partitioned,
-                      link_flags=link_flags or list(toolchain.ldflags), pieces=piece_code,
+                      link_flags=link_flags or list(toolchain.link_flags), pieces=piece_code,
                       config=lowered.config)

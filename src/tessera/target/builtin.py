@@ -92,7 +92,6 @@ def c_toolchain(target: Target) -> Toolchain:
     return Toolchain(
         cc=target.get("cc", "gcc"),
         cflags=(*HOST_CFLAGS, *arch, *extra),
-        ldflags=("-lm", "-fopenmp"),
         include_dirs=(INCLUDE_DIR,),
         runtime_sources=("workspace_heap.c", "threads.c"),
     )

@@ -58,6 +58,13 @@ class Toolchain:
     pic: bool = True  # position-independent code for shared libraries (host only)
 
     @property
+    def link_flags(self) -> tuple[str, ...]:
+        """`ldflags`, plus the OpenMP runtime when the sources compile with -fopenmp."""
+        if "-fopenmp" in self.cflags and "-fopenmp" not in self.ldflags:
+            return (*self.ldflags, "-fopenmp")
+        return self.ldflags
+
+    @property
     def is_host(self) -> bool:
         """Can code from this toolchain run in this process?"""
         return self.pic
@@ -122,7 +129,7 @@ def link_shared_library(units: Sequence[tuple[Toolchain, SourceFile]], output: P
     output = Path(output)
     ldflags: list[str] = []
     for tc, _ in units:
-        ldflags += [f for f in tc.ldflags if f not in ldflags]
+        ldflags += [f for f in tc.link_flags if f not in ldflags]
     ldflags += [f for f in extra_ldflags if f not in ldflags]
     with tempfile.TemporaryDirectory(prefix="tessera-build-") as tmp:
         workdir = Path(tmp)
