@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -217,3 +218,16 @@ def test_cli_rejects_a_bad_tuning_log(convnet, tmp_path, capsys, content, messag
     assert main(["compile", str(model), "--tuning-log", str(log), "-o", str(tmp_path / "x.so"), "-q"]) == 2
     err = capsys.readouterr().err
     assert f"tessera: error: tuning log {log} {message}" in err and "Traceback" not in err
+
+
+def test_the_python_example_in_docs_tuning_md_runs(convnet, tmp_path, monkeypatch, capsys):
+    model, _, _ = convnet
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "tuning.md").read_text()
+    (example,) = re.findall(r"```python\n(.*?)```", guide, re.S)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.onnx").write_bytes(Path(model).read_bytes())
+    scope: dict[str, object] = {}
+    exec(compile(example, "docs/tuning.md", "exec"), scope)
+    assert len(TuningLog.load(tmp_path / "model.tune.json").records) == 4  # 2 kernels x trials=2
+    assert "conv2d{" in capsys.readouterr().out
+    assert scope["lib"].c_sources
