@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import TesseraError
-from .common import parse_shapes, progress
+from .common import parse_shapes, progress, runs_onnx_nodes
 
 
 def add_parser(sub) -> None:
@@ -31,9 +31,9 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..frontend import from_onnx
-    from ..tune import tune
-    from .common import runs_onnx_nodes
     from ..target import Target
+    from ..tune import tune
+    from ..tune.tuner import config_text
 
     if args.trials is not None and args.trials < 1:
         raise TesseraError(f"--trials must be at least 1, got {args.trials}")
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     tuned = tune(mod, target, params, log=out, trials=args.trials, budget=args.budget, progress=say,
                  repeat=args.repeat)
     default = sum(r.default_seconds or 0.0 for r in tuned.results)
-    best = sum(r.seconds.get(_text(r.best), 0.0) for r in tuned.results if r.best is not None)
+    best = sum(r.seconds.get(config_text(r.best), 0.0) for r in tuned.results if r.best is not None)
     print(f"{len(tuned.results)} tunable kernels, {tuned.measured} configurations measured in {tuned.seconds:.1f} s")
     if tuned.results and default and best:
         print(f"sum over kernels: default schedules {default * 1e3:.3f} ms, tuned {best * 1e3:.3f} ms "
@@ -58,8 +58,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out} ({len(tuned.log.records)} measurements)")
     return 0
 
-
-def _text(config) -> str:
-    from ..tune.tuner import config_text
-
-    return config_text(config) if config is not None else ""
