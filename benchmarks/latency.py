@@ -1,14 +1,20 @@
-"""Latency of tessera against onnxruntime, in the same run.
+"""Latency of tessera against onnxruntime, at 1 and 2 threads, in the same run.
 
-Each light model of the ONNX suite gets seeded random weights (the stored
-ones are constant-filled) and runs single-threaded on the same input in
-three ways: tessera's own generated C (target `c`), tessera with OpenBLAS
-for convolutions and matrix products (target `blas`), and onnxruntime. The
-runs alternate and the median of several is compared. Also prints the
-Python-side compile time of ResNet-50 (gcc excluded).
+Models: the nine light models of the ONNX suite with seeded random weights
+(the stored ones are constant-filled) and the four MLPerf Tiny float models
+(`tessera.testing.mlperf_tiny`, random weights). For each model and thread
+count, tessera's own generated C (target `c`, `GraphModule(lib,
+num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
+input; the runs alternate and the smaller of two medians counts. Optional
+columns: the same `c` build with a tuning log (`--tuning-log`, from `tessera
+tune`; `--tune` makes or extends it first) and the `blas` target (`--blas`;
+OpenBLAS itself stays single-threaded). Prints each model's
+tessera/onnxruntime ratios, then per column the geometric mean and the worst
+model, and the Python-side compile time of ResNet-50 (gcc excluded).
 
-    python benchmarks/latency.py                 # all nine light models
-    python benchmarks/latency.py resnet50 vgg19  # a subset
+    python benchmarks/latency.py                                 # all 13 models, 1 and 2 threads
+    python benchmarks/latency.py resnet50 kws_ds_cnn --threads 1 # a subset
+    python benchmarks/latency.py --tuning-log tune.json --tune   # tune, then untuned and tuned columns
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
@@ -28,11 +35,44 @@ import onnx  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera.frontend import from_onnx  # noqa: E402
+from tessera.testing import mlperf_tiny  # noqa: E402
 from tessera.testing.models import LIGHT_MODELS, data_input, light_path, ort_session, seeded_input  # noqa: E402
 from tessera.testing.weights import randomize_weights  # noqa: E402
+from tessera.transform import PassContext  # noqa: E402
+from tessera.tune import LOG_CONFIG_KEY, TuningLog, tune  # noqa: E402
+
+MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS)
+ROUNDS = 2  # alternating rounds per runner; the smaller median counts
 
 
-def median_seconds(fn, repeat: int, budget: float) -> float:
+@dataclass(frozen=True)
+class Variant:
+    """One tessera column: a target, with or without a tuning log."""
+
+    name: str
+    target: str
+    log: TuningLog | None = None
+
+
+@dataclass
+class Row:
+    model: str
+    threads: int
+    seconds: dict[str, float] = field(default_factory=dict)  # variant name or "ort" -> seconds
+    error: float = 0.0  # largest |tessera - onnxruntime| over the variants
+
+
+def load_model(name: str) -> tuple[onnx.ModelProto, str, np.ndarray]:
+    if name in mlperf_tiny.MODELS:
+        model = onnx.load(mlperf_tiny.model_path(name))
+        input_name, _ = data_input(model)
+        return model, input_name, mlperf_tiny.sample_input(name)
+    model = randomize_weights(onnx.load(light_path(name)), seed=0)
+    input_name, shape = data_input(model)
+    return model, input_name, seeded_input(shape, seed=1)
+
+
+def median_seconds(fn: Callable[[], object], repeat: int, budget: float) -> float:
     fn()  # warm-up
     times = []
     start = time.perf_counter()
@@ -45,33 +85,35 @@ def median_seconds(fn, repeat: int, budget: float) -> float:
     return statistics.median(times)
 
 
-TARGETS = ("c", "blas")
-
-
-def bench_model(name: str, repeat: int, budget: float) -> dict:
-    model = randomize_weights(onnx.load(light_path(name)), seed=0)
-    input_name, shape = data_input(model)
-    x = seeded_input(shape, seed=1)
+def bench_model(name: str, variants: list[Variant], threads: list[int], repeat: int, budget: float) -> list[Row]:
+    model, input_name, x = load_model(name)
     mod, params = from_onnx(model)
-    sess = ort_session(model, threads=1)
-    ref = sess.run(None, {input_name: x})[0]
-    modules, errors = {}, {}
-    for target in TARGETS:
-        lib = tessera.build(mod, target=target, params=params)
-        modules[target] = tessera.GraphModule(lib)
-        modules[target].set_input(0, x)
-        modules[target].run()
-        errors[target] = float(np.max(np.abs(modules[target].get_output(0) - ref)))
-    runners = {t: modules[t].run for t in TARGETS}
-    runners["ort"] = lambda: sess.run(None, {input_name: x})
-    # interleave the runtimes so machine noise hits all of them alike
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(2):
-        for key, fn in runners.items():
-            times[key].append(median_seconds(fn, repeat, budget / 6))
-    result = {k: min(v) for k, v in times.items()}
-    result.update(name=name, err=max(errors.values()))
-    return result
+    libs = {}
+    for v in variants:
+        with PassContext(config={LOG_CONFIG_KEY: v.log} if v.log is not None else {}):
+            libs[v.name] = tessera.build(mod, target=v.target, params=params)
+    rows = []
+    share = budget / (len(threads) * (len(variants) + 1) * ROUNDS)
+    for n in threads:
+        sess = ort_session(model, threads=n)
+        ref = sess.run(None, {input_name: x})[0]
+        row = Row(name, n)
+        runners: dict[str, Callable[[], object]] = {}
+        for v in variants:
+            gm = tessera.GraphModule(libs[v.name], num_threads=n)
+            gm.set_input(0, x)
+            gm.run()
+            row.error = max(row.error, float(np.max(np.abs(gm.get_output(0) - ref))))
+            runners[v.name] = gm.run
+        runners["ort"] = lambda: sess.run(None, {input_name: x})
+        # interleave the runtimes so machine noise hits all of them alike
+        times: dict[str, list[float]] = {k: [] for k in runners}
+        for _ in range(ROUNDS):
+            for key, fn in runners.items():
+                times[key].append(median_seconds(fn, repeat, share))
+        row.seconds = {k: min(v) for k, v in times.items()}
+        rows.append(row)
+    return rows
 
 
 def resnet50_compile_time() -> float:
@@ -82,27 +124,79 @@ def resnet50_compile_time() -> float:
     return (time.perf_counter() - t0) - lib.compile_seconds
 
 
+def tune_models(models: list[str], path: str, budget: float) -> None:
+    for name in models:
+        model, _, _ = load_model(name)
+        mod, params = from_onnx(model)
+        tuned = tune(mod, "c", params, log=path, budget=budget)
+        print(f"tuned {name}: {len(tuned.results)} kernels, {tuned.measured} configurations measured "
+              f"in {tuned.seconds:.1f} s", flush=True)
+
+
+def print_header(variants: list[Variant]) -> None:
+    cells = [f"{v.name + ' ms':>11s}" for v in variants] + [f"{'ort ms':>9s}"]
+    cells += [f"{v.name + '/ort':>11s}" for v in variants]
+    print(f"{'model':14s} {'thr':>3s} " + " ".join(cells) + f" {'max |diff|':>10s}")
+
+
+def print_row(row: Row, variants: list[Variant]) -> None:
+    ort = row.seconds["ort"]
+    cells = [f"{row.seconds[v.name] * 1e3:11.2f}" for v in variants] + [f"{ort * 1e3:9.2f}"]
+    cells += [f"{row.seconds[v.name] / ort:11.2f}" for v in variants]
+    print(f"{row.model:14s} {row.threads:3d} " + " ".join(cells) + f" {row.error:10.2e}", flush=True)
+
+
+def print_summary(rows: list[Row], variants: list[Variant], threads: list[int]) -> None:
+    print()
+    for n in threads:
+        at = [r for r in rows if r.threads == n]
+        for v in variants:
+            ratios = {r.model: r.seconds[v.name] / r.seconds["ort"] for r in at}
+            geo = math.exp(sum(map(math.log, ratios.values())) / len(ratios))
+            worst = max(ratios, key=ratios.__getitem__)
+            print(f"tessera {v.name}/onnxruntime at {n} thread{'s' if n > 1 else ''}: geometric mean {geo:.2f}, "
+                  f"worst {worst} {ratios[worst]:.2f} ({len(ratios)} models)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("models", nargs="*", metavar="MODEL", help=f"any of {', '.join(LIGHT_MODELS)} (default all)")
-    parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--budget", type=float, default=20.0, help="seconds per model and runtime, at most")
+    parser.add_argument("models", nargs="*", metavar="MODEL", help=f"any of {', '.join(MODELS)} (default all)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts (default 1 2)")
+    parser.add_argument("--tuning-log", metavar="LOG.json", help="add a column built with this tuning log")
+    parser.add_argument("--tune", action="store_true", help="first tune the models into --tuning-log (resumes)")
+    parser.add_argument("--tune-budget", type=float, default=120.0, help="seconds of tuning per model, at most")
+    parser.add_argument("--blas", action="store_true", help="add a column for the blas target")
+    parser.add_argument("--repeat", type=int, default=200, help="runs per median, at most (the budget ends it sooner)")
+    parser.add_argument("--budget", type=float, default=16.0,
+                        help="seconds of timing per model (all thread counts and columns), about")
+    parser.add_argument("--no-compile-time", action="store_true", help="skip the ResNet-50 compile time")
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.models) - set(LIGHT_MODELS))
+    unknown = sorted(set(args.models) - set(MODELS))
     if unknown:
-        parser.error(f"unknown models {unknown}; choose from {', '.join(LIGHT_MODELS)}")
-    args.models = args.models or list(LIGHT_MODELS)
+        parser.error(f"unknown models {unknown}; choose from {', '.join(MODELS)}")
+    if args.tune and not args.tuning_log:
+        parser.error("--tune needs --tuning-log LOG.json (the log to write)")
+    if any(n < 1 for n in args.threads):
+        parser.error(f"--threads must be positive, got {args.threads}")
+    models = args.models or list(MODELS)
+    if args.tune:
+        tune_models(models, args.tuning_log, args.tune_budget)
+    variants = [Variant("c", "c")]
+    if args.tuning_log:
+        variants.append(Variant("c+log", "c", TuningLog.load(args.tuning_log)))
+    if args.blas:
+        variants.append(Variant("blas", "blas"))
+    started = time.perf_counter()
+    print_header(variants)
     rows = []
-    print(f"{'model':14s} {'c ms':>9s} {'blas ms':>9s} {'ort ms':>9s} {'c/ort':>7s} {'blas/ort':>9s} {'max |diff|':>11s}")
-    for name in args.models:
-        r = bench_model(name, args.repeat, args.budget)
-        rows.append(r)
-        print(f"{name:14s} {r['c'] * 1e3:9.2f} {r['blas'] * 1e3:9.2f} {r['ort'] * 1e3:9.2f} "
-              f"{r['c'] / r['ort']:7.2f} {r['blas'] / r['ort']:9.2f} {r['err']:11.2e}", flush=True)
-    for target in TARGETS:
-        geo = math.exp(sum(math.log(r[target] / r["ort"]) for r in rows) / len(rows))
-        print(f"geometric mean tessera {target}/onnxruntime: {geo:.2f} (1 thread each)")
-    print(f"ResNet-50 compile time, Python side (gcc excluded): {resnet50_compile_time():.2f} s")
+    for name in models:
+        for row in bench_model(name, variants, args.threads, args.repeat, args.budget):
+            rows.append(row)
+            print_row(row, variants)
+    print_summary(rows, variants, args.threads)
+    print(f"benchmark time: {time.perf_counter() - started:.0f} s")
+    if not args.no_compile_time:
+        print(f"ResNet-50 compile time, Python side (gcc excluded): {resnet50_compile_time():.2f} s")
     return 0
 
 

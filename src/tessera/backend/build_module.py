@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -135,25 +136,46 @@ class Lowered:
 EXECUTORS = ("graph", "aot")
 
 
-def lower_to_tir(mod: IRModule | Function, target: Target, params, ctx: PassContext, say: Progress,
-                 mod_name: str, config: CompilationConfig | None = None) -> Lowered:
+def fuse(mod: IRModule | Function, target: Target, params, ctx: PassContext, say: Progress, mod_name: str,
+         config: CompilationConfig | None = None) -> IRModule:
+    """The graph half of the pipeline: optimise, partition, place and fuse.
+
+    Every call that stays on a host target is then a call of a primitive
+    function, the unit LowerTE turns into one kernel (and the unit the tuner
+    measures).
+    """
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
-    t0 = time.perf_counter()
     prefix = f"tsgen_{mod_name}_"
     if params:
         mod = mod.with_function("main", bind_params(mod.main, params))
     say("optimising graph")
     mod = optimize(mod, ctx)
     mod = partition(mod, target, ctx, say, prefix, config)
-    mod = FuseOps()(mod, ctx)
+    return FuseOps()(mod, ctx)
+
+
+def lower_fused(mod: IRModule, target: Target, ctx: PassContext, say: Progress, mod_name: str,
+                config: CompilationConfig | None = None, started: float | None = None) -> Lowered:
+    """The loop half: target hooks, then every primitive function to TIR (no C compiler runs)."""
+    t0 = time.perf_counter() if started is None else started
     partitioned = mod
-    mod = run_relay_to_tir(mod, [*target.accelerators, target.host], ctx)
-    externals, owned = run_relay_to_runtime(mod, target.accelerators)
-    say("lowering kernels to loops")
-    mod = LowerTE(prefix, config.pieces if config is not None else None)(mod, ctx)
+    with contextlib.ExitStack() as stack:
+        if PassContext.current() is not ctx:
+            stack.enter_context(ctx)  # kernels read schedule knobs (the tuning log) from the current context
+        mod = run_relay_to_tir(mod, [*target.accelerators, target.host], ctx)
+        externals, owned = run_relay_to_runtime(mod, target.accelerators)
+        say("lowering kernels to loops")
+        mod = LowerTE(f"tsgen_{mod_name}_", config.pieces if config is not None else None)(mod, ctx)
     mod = LiftWorkspaces()(mod, ctx)  # kernel scratch becomes planned memory
     return Lowered(mod, partitioned, target, externals, owned, t0, config, MemoryOptions.from_config(ctx.config))
+
+
+def lower_to_tir(mod: IRModule | Function, target: Target, params, ctx: PassContext, say: Progress,
+                 mod_name: str, config: CompilationConfig | None = None) -> Lowered:
+    t0 = time.perf_counter()
+    fused = fuse(mod, target, params, ctx, say, mod_name, config)
+    return lower_fused(fused, target, ctx, say, mod_name, config, t0)
 
 
 def check_mod_name(mod_name: str) -> str:

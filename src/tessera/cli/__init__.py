@@ -4,6 +4,8 @@
     tessera compile MODEL.onnx --executor aot -t "c -mcpu=cortex-m4" -o model.tar
     tessera run model.so --input image=x.npy          run on the host
     tessera run MODEL.onnx --board mps2-an386 --check run on an emulated Cortex-M4, compare with onnxruntime
+    tessera tune MODEL.onnx -o log.json               measure kernel schedules on this machine
+    tessera compile MODEL.onnx --tuning-log log.json -o model.so
     tessera ops | tessera targets [KIND]              what tessera supports
 """
 
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 
 from ..errors import TesseraError
 from . import compile as compile_cmd
-from . import info, run as run_cmd
+from . import info, run as run_cmd, tune as tune_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     compile_cmd.add_parser(sub)
     run_cmd.add_parser(sub)
+    tune_cmd.add_parser(sub)
     info.add_parsers(sub)
     return parser
 

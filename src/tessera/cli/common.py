@@ -51,20 +51,28 @@ def runs_onnx_nodes(target) -> bool:
 
 
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str = "c", opt_level: int = 2,
-                 dump_ir: bool = False, executor: str = "graph", mod_name: str = "default"):
-    """Import and build an ONNX file the way every subcommand does."""
+                 dump_ir: bool = False, executor: str = "graph", mod_name: str = "default",
+                 tuning_log: str | None = None):
+    """Import and build an ONNX file the way every subcommand does (with a tuning log's schedules, if given)."""
     import tessera
     from ..frontend import from_onnx
     from ..target import Target
     from ..target.named import is_named_targets, parse_named_targets
     from ..transform import PassContext, PrintIRInstrument
 
+    from ..tune import LOG_CONFIG_KEY, TuningLog
+
+    config = {}
+    if tuning_log is not None:
+        log = TuningLog.load(tuning_log)  # a missing or malformed log fails here, not halfway through the build
+        say(f"using tuning log {tuning_log} ({len(log.records)} measurements)")
+        config[LOG_CONFIG_KEY] = log
     tgt = parse_named_targets(target) if is_named_targets(target) else Target(target)
     host = tgt.host
     say(f"importing {path}")
     mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(host))
     instruments = [PrintIRInstrument(["FuseOps", "LowerTE"], sys.stderr)] if dump_ir else []
-    with PassContext(opt_level=opt_level, instruments=instruments) as ctx:
+    with PassContext(opt_level=opt_level, config=config, instruments=instruments) as ctx:
         lib = tessera.build(mod, target=tgt, params=params, ctx=ctx, progress=say, executor=executor,
                             mod_name=mod_name)
     if executor == "aot":

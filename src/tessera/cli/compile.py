@@ -28,6 +28,8 @@ def add_parser(sub) -> None:
                    help="fix an input's shape (needed when the model has symbolic dimensions); repeatable")
     p.add_argument("--opt-level", type=int, default=2, choices=range(0, 4),
                    help="0 = one kernel per operator, >= 1 fuses and folds constants (default 2)")
+    p.add_argument("--tuning-log", metavar="LOG.json",
+                   help="use the schedules measured by `tessera tune` (kernels not in the log use defaults)")
     p.add_argument("--report", metavar="FILE.html",
                    help="print which operators went to which target and draw the graph coloured by target")
     p.add_argument("--memory-report", metavar="FILE.svg",
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     say = progress(args.quiet)
     mod_name = args.mod_name or (model_name_for(args.model) if args.executor == "aot" else "default")
     lib = compile_onnx(args.model, parse_shapes(args.input_shape), say, args.target, args.opt_level,
-                       args.dump_ir, args.executor, mod_name)
+                       args.dump_ir, args.executor, mod_name, args.tuning_log)
     if args.report:
         from ..backend.report import partition_report
 

@@ -38,6 +38,8 @@ def add_parser(sub) -> None:
     p.add_argument("--count-instructions", action="store_true", help="count guest instructions (with --board)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
                    help="input shapes when MODULE is an .onnx file with symbolic dimensions")
+    p.add_argument("--tuning-log", metavar="LOG.json",
+                   help="when MODULE is an .onnx file: use the schedules measured by `tessera tune`")
     p.add_argument("--repeat", type=int, default=1, help="graph executor: run this many times, print the median latency")
     p.add_argument("--output", metavar="FILE.npz", help="save the outputs")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
@@ -53,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
         raise TesseraError("--board runs AOT-compiled C; use --executor aot (or drop --executor)")
     if args.count_instructions and not args.board:
         raise TesseraError("--count-instructions needs --board (instructions are counted under QEMU)")
+    if args.tuning_log and not args.module.endswith(".onnx"):
+        raise TesseraError(f"--tuning-log applies when compiling an .onnx file; {args.module} is already compiled "
+                           "(pass the log to `tessera compile`)")
     outputs, inputs, reference = (_run_aot if executor == "aot" else _run_graph)(args)
     print_outputs(outputs)
     if args.output:
@@ -81,7 +86,8 @@ def _run_graph(args: argparse.Namespace):
     say = progress(args.quiet)
     reference = args.compare_onnx
     if args.module.endswith(".onnx"):
-        lib = compile_onnx(args.module, parse_shapes(args.input_shape), say, args.target or "c")
+        lib = compile_onnx(args.module, parse_shapes(args.input_shape), say, args.target or "c",
+                           tuning_log=args.tuning_log)
         reference = reference or args.module
     else:
         lib = load_module(args.module)
@@ -112,7 +118,7 @@ def _run_aot(args: argparse.Namespace):
         if args.module.endswith(".onnx"):
             target = args.target or (board.target_string if board else "c")
             lib = compile_onnx(args.module, parse_shapes(args.input_shape), say, target, executor="aot",
-                               mod_name=model_name_for(args.module))
+                               mod_name=model_name_for(args.module), tuning_log=args.tuning_log)
             folder, sig = lib.export_library(Path(tmp)), lib.signature
             reference = reference or args.module
         else:

@@ -75,7 +75,7 @@ def collect() -> Iterator[dict[Workload, Choice]]:
         _collectors.remove(seen)
 
 
-def _logged(workload: Workload) -> Config | None:
+def _logged(workload: Workload, candidates: Sequence[Config]) -> Config | None:
     from ..transform.pass_infra import PassContext
     from .log import TuningLog
 
@@ -83,7 +83,7 @@ def _logged(workload: Workload) -> Config | None:
     if source is None:
         return None
     log = source if isinstance(source, TuningLog) else TuningLog.cached(source)
-    return log.best(workload)
+    return log.best(workload, among=candidates)  # entries a newer compiler no longer offers are ignored
 
 
 def choose(op: str, description: object, candidates: Sequence[Config], default: Config) -> dict[str, int]:
@@ -95,7 +95,7 @@ def choose(op: str, description: object, candidates: Sequence[Config], default: 
     for table in reversed(_forced):
         if workload in table:
             return dict(table[workload])
-    logged = _logged(workload)
-    if logged is not None and dict(logged) in options:
+    logged = _logged(workload, options)
+    if logged is not None:
         return dict(logged)
     return dict(default)

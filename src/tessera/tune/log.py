@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import TesseraError
@@ -62,9 +63,14 @@ class TuningLog:
     def add(self, record: Record) -> None:
         self.records.append(record)
 
-    def best(self, workload: Workload) -> Config | None:
-        found = [r for r in self.records if r.workload == workload]
+    def best(self, workload: Workload, among: Sequence[Config] | None = None) -> Config | None:
+        """The fastest configuration recorded for `workload` (only those in `among`, if given)."""
+        found = [r for r in self.records if r.workload == workload and (among is None or r.config in among)]
         return min(found, key=lambda r: r.seconds).config if found else None
+
+    def measured(self, workload: Workload, config: Config, target: str) -> bool:
+        """Is there a record of this configuration for this workload and target?"""
+        return any(r.workload == workload and r.config == dict(config) and r.target == target for r in self.records)
 
     def save(self, path: str | os.PathLike) -> None:
         rows = sorted((r.to_json() for r in self.records), key=lambda r: (r["op"], r["key"], r["seconds"]))

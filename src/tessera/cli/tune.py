@@ -1,0 +1,60 @@
+"""`tessera tune`: measure schedule candidates for a model's kernels, write a tuning log."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import TesseraError
+from .common import parse_shapes, progress, runs_onnx_nodes
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "tune", help="measure schedules for a model's kernels on this machine",
+        description="Find MODEL.onnx's tunable kernels (e.g. convolution register tiles), build and time each "
+                    "candidate schedule on this machine, and write every measurement to LOG.json. An existing "
+                    "log is extended: configurations it holds are not measured again. Use the log with "
+                    "`tessera compile --tuning-log LOG.json` (or `tessera run`). Logs are machine-specific.")
+    p.add_argument("model", help="path to an .onnx file")
+    p.add_argument("-o", "--output", required=True, metavar="LOG.json", help="the tuning log to write (or extend)")
+    p.add_argument("-t", "--target", default="c", help="target the kernels are built for (default c)")
+    p.add_argument("--trials", type=int, metavar="N", help="at most N configurations per kernel (default all)")
+    p.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="start no new measurement after this many seconds (default no limit)")
+    p.add_argument("--repeat", type=int, default=5, help="timing samples per configuration (default 5)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
+                   help="fix an input's shape (needed when the model has symbolic dimensions); repeatable")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..frontend import from_onnx
+    from ..target import Target
+    from ..tune import tune
+    from ..tune.tuner import config_text
+
+    if args.trials is not None and args.trials < 1:
+        raise TesseraError(f"--trials must be at least 1, got {args.trials}")
+    if args.repeat < 1:
+        raise TesseraError(f"--repeat must be at least 1, got {args.repeat}")
+    say = progress(args.quiet)
+    target = Target(args.target)
+    say(f"importing {args.model}")
+    mod, params = from_onnx(args.model, shape=parse_shapes(args.input_shape) or None,
+                            opaque_unsupported=runs_onnx_nodes(target.host))
+    out = Path(args.output)
+    tuned = tune(mod, target, params, log=out, trials=args.trials, budget=args.budget, progress=say,
+                 repeat=args.repeat)
+    default = sum(r.default_seconds or 0.0 for r in tuned.results)
+    best = sum(r.seconds.get(config_text(r.best), 0.0) for r in tuned.results if r.best is not None)
+    print(f"{len(tuned.results)} tunable kernels, {tuned.measured} configurations measured in {tuned.seconds:.1f} s")
+    if tuned.results and default and best:
+        print(f"sum over kernels: default schedules {default * 1e3:.3f} ms, tuned {best * 1e3:.3f} ms "
+              f"({default / best:.2f}x)")
+    if not out.exists():
+        tuned.log.save(out)  # a model without tunable kernels still gets a (empty) log
+    print(f"wrote {out} ({len(tuned.log.records)} measurements)")
+    return 0
+

@@ -1,0 +1,255 @@
+"""The tuner: measure every tunable kernel's candidate schedules on this machine.
+
+1. Find the workloads. The graph half of the build (`fuse`: optimise,
+   partition, fuse) runs once; then each distinct fused kernel is lowered to
+   loops inside `collect()`, which reports every knob its operators consult.
+   No C compiler runs. The tuner knows nothing about particular operators:
+   whatever calls `tune.choose` is tuned.
+2. Measure. For each workload, the fused kernel that first asked for it
+   becomes a module of its own (its parameters are the inputs), built once per
+   candidate configuration (`forced`), the C compiled in parallel. Candidates
+   run in alternation on the same random inputs; the median per call counts.
+   Each candidate's outputs must match the default's (a wrong schedule is a
+   bug, not a fast result).
+3. Record every measurement in the TuningLog, saved after each workload, so
+   an interrupted run resumes where it stopped: configurations the log holds
+   for the same workload and target are not measured again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..backend.build_module import as_target, build_graph, fuse, lower_fused
+from ..backend.library import GraphExecutorLibrary
+from ..backend.lower_te import lower_primitive
+from ..errors import TesseraError
+from ..relay.expr import Call, Function, Var
+from ..relay.module import IRModule
+from ..relay.printer import expr_str
+from ..relay.ty import TensorType
+from ..relay.visitor import post_order
+from ..runtime.graph_executor import GraphModule
+from ..target.named import is_named_targets
+from ..target.target import Target, TargetLike
+from ..transform.infer_type import infer_expr
+from ..transform.pass_infra import PassContext
+from .knobs import Choice, Config, Workload, collect, forced
+from .log import Record, TuningLog
+
+Progress = Callable[[str], None]
+
+MIN_SAMPLE_SECONDS = 2e-3  # a sample repeats the kernel until it lasts this long
+MATCH_RTOL = 1e-3  # candidates' outputs against the default's, relative to the largest value
+
+
+@dataclass(frozen=True)
+class Task:
+    """One workload to tune and the fused kernel that exercises it."""
+
+    choice: Choice
+    kernel: Function  # typed primitive function whose lowering asks for the workload
+
+    @property
+    def workload(self) -> Workload:
+        return self.choice.workload
+
+    def configs(self, trials: int | None) -> list[dict[str, int]]:
+        """The default first, then the other candidates in the kernel's order; at most `trials`."""
+        default = dict(self.choice.default)
+        rest = [dict(c) for c in self.choice.candidates if dict(c) != default]
+        return ([default] + rest)[:trials]
+
+
+@dataclass
+class TaskResult:
+    task: Task
+    seconds: dict[str, float] = field(default_factory=dict)  # config (as text) -> median seconds, this run's and the log's
+    best: Config | None = None
+
+    @property
+    def default_seconds(self) -> float | None:
+        return self.seconds.get(config_text(self.task.choice.default))
+
+
+@dataclass
+class Tuned:
+    log: TuningLog
+    results: list[TaskResult]
+    measured: int  # configurations measured in this run
+    seconds: float
+
+
+def config_text(config: Config) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
+                  params: Mapping[str, np.ndarray] | None = None, ctx: PassContext | None = None) -> list[Task]:
+    """The tunable workloads of a model, in execution order, without compiling any C."""
+    tgt = _single_target(target)
+    ctx = ctx or PassContext.current()
+    fused = fuse(mod, tgt, params, ctx, lambda msg: None, "tune")
+    main = infer_expr(fused.main, fused)
+    tasks: dict[Workload, Task] = {}
+    lowered: set[str] = set()
+    with ctx if PassContext.current() is not ctx else contextlib.nullcontext(), collect() as asked:
+        for node in post_order(main.body, into_functions=False):
+            if not (isinstance(node, Call) and isinstance(node.op, Function) and node.op.attrs.primitive):
+                continue
+            func = node.op
+            if func.attrs.compiler:
+                continue  # an external code generator's partition: no knobs of ours
+            text = expr_str(func)
+            if text in lowered:
+                continue
+            lowered.add(text)
+            before = set(asked)
+            lower_primitive(func, "tsgen_tune_probe")
+            for workload in asked:
+                if workload not in before:
+                    tasks[workload] = Task(asked[workload], func)
+    return list(tasks.values())
+
+
+def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str, np.ndarray] | None = None,
+         log: TuningLog | str | os.PathLike | None = None, trials: int | None = None,
+         budget: float | None = None, progress: Progress | None = None, repeat: int = 5,
+         jobs: int | None = None, seed: int = 0) -> Tuned:
+    """Measure candidate schedules for every tunable kernel of `mod` on this machine.
+
+    `log`: a TuningLog, or a JSON path (read if it exists, rewritten after
+    every workload); measurements it already holds are reused. `trials`: at
+    most this many configurations per workload (the default counts as one).
+    `budget`: stop starting new measurements after this many seconds (the
+    log keeps what was measured). `jobs`: parallel C compilations.
+    """
+    say = progress or (lambda msg: None)
+    start = time.perf_counter()
+    if trials is not None and trials < 1:
+        raise TesseraError(f"trials must be at least 1, got {trials}")
+    path = Path(log) if isinstance(log, (str, os.PathLike)) else None
+    if path is not None:
+        log = TuningLog.load(path) if path.exists() else TuningLog()
+        if log.records:
+            say(f"resuming from {path} ({len(log.records)} measurements)")
+    log = log if isinstance(log, TuningLog) else TuningLog()
+    tgt = _single_target(target)
+    ctx = PassContext.current()
+    say("finding tunable kernels")
+    tasks = extract_tasks(mod, tgt, params, ctx)
+    say(f"{len(tasks)} tunable workloads")
+    results, measured = [], 0
+    jobs = jobs or min(2, os.cpu_count() or 1)
+    for k, task in enumerate(tasks, 1):
+        result = TaskResult(task)
+        results.append(result)
+        configs = task.configs(trials)
+        todo = [c for c in configs if not log.measured(task.workload, c, str(tgt))]
+        head = f"[{k}/{len(tasks)}] {task.workload}"
+        if budget is not None and time.perf_counter() - start > budget and todo:
+            say(f"{head}: time budget spent, {len(todo)} configs not measured")
+            todo = []
+        if todo:
+            say(f"{head}: measuring {len(todo)} of {len(configs)} configs")
+            for config, seconds in zip(todo, _measure(task, todo, tgt, ctx, repeat, jobs, seed)):
+                log.add(Record(task.workload, config, seconds, str(tgt)))
+            measured += len(todo)
+            if path is not None:
+                log.save(path)
+        for r in log.records:
+            if r.workload == task.workload and r.target == str(tgt):
+                result.seconds[config_text(r.config)] = min(r.seconds, result.seconds.get(config_text(r.config), np.inf))
+        result.best = log.best(task.workload, among=task.choice.candidates)
+        say(_summary(f"[{k}/{len(tasks)}]" if todo else f"{head} (from the log)", result))
+    if path is not None:
+        log.save(path)
+    return Tuned(log, results, measured, time.perf_counter() - start)
+
+
+def _summary(head: str, result: TaskResult) -> str:
+    if result.best is None:
+        return f"{head}: no measurement"
+    best = result.seconds.get(config_text(result.best))
+    default = result.default_seconds
+    text = f"{head}: best {config_text(result.best)}"
+    text += f" {best * 1e3:.3f} ms" if best is not None else ""
+    return text + (f", default {default * 1e3:.3f} ms" if default is not None else "")
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def kernel_module(task: Task) -> IRModule:
+    """A module whose main calls the task's fused kernel; the kernel's parameters are its inputs."""
+    params = tuple(Var(p.name_hint, p.checked_type) for p in task.kernel.params)
+    return IRModule.from_expr(Function(params, Call(task.kernel, params)))
+
+
+def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassContext, repeat: int, jobs: int,
+             seed: int) -> list[float]:
+    """Median seconds per call of the task's kernel under each configuration."""
+    lowered = []
+    for config in configs:  # knobs are global state: lower one configuration at a time
+        with forced({task.workload: config}):
+            lowered.append(lower_fused(kernel_module(task), target, ctx, lambda msg: None, "tune"))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # gcc runs outside the GIL
+        libs: list[GraphExecutorLibrary] = list(pool.map(lambda low: build_graph(low, lambda msg: None), lowered))
+    rng = np.random.default_rng(seed)
+    inputs = {p.name_hint: _random(p.checked_type, rng) for p in task.kernel.params}
+    modules = []
+    for lib in libs:
+        gm = GraphModule(lib)
+        gm.set_input(**inputs)
+        gm.run()
+        modules.append(gm)
+    _check_outputs(task, configs, modules)
+    number = max(1, int(MIN_SAMPLE_SECONDS / max(_once(modules[0]), 1e-9)))
+    samples: list[list[float]] = [[] for _ in modules]
+    for _ in range(repeat):  # alternate, so drift in the machine's load hits every candidate alike
+        for gm, times in zip(modules, samples):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                gm.run()
+            times.append((time.perf_counter() - t0) / number)
+    return [statistics.median(times) for times in samples]
+
+
+def _once(gm: GraphModule) -> float:
+    t0 = time.perf_counter()
+    gm.run()
+    return time.perf_counter() - t0
+
+
+def _random(ty: object, rng: np.random.Generator) -> np.ndarray:
+    if not isinstance(ty, TensorType):
+        raise TesseraError(f"a tunable kernel takes a non-tensor parameter of type {ty}")
+    dtype = np.dtype(ty.dtype)
+    if dtype.kind == "f":
+        return rng.standard_normal(ty.shape).astype(dtype)
+    return np.zeros(ty.shape, dtype)  # integer inputs may be indices: zero is always in range
+
+
+def _check_outputs(task: Task, configs: Sequence[Config], modules: Sequence[GraphModule]) -> None:
+    outs = [[gm.get_output(i) for i in range(gm.num_outputs)] for gm in modules]
+    for config, got in zip(configs[1:], outs[1:]):
+        for a, b in zip(got, outs[0]):
+            scale = float(np.max(np.abs(b))) if b.size else 0.0
+            if not np.allclose(a, b, rtol=MATCH_RTOL, atol=MATCH_RTOL * scale):
+                raise TesseraError(f"{task.workload}: configuration {config_text(config)} computes different "
+                                   f"outputs from {config_text(configs[0])} (a schedule bug)")
+
+
+def _single_target(target: TargetLike) -> Target:
+    if is_named_targets(target):
+        raise TesseraError(f"tune one target at a time, got named pieces {target!r}")
+    return as_target(target)
