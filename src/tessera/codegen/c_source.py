@@ -369,6 +369,8 @@ class _FunctionWriter:
         return f"(({dt.c_type(e.dtype)})({self.expr(e.value)}))"
 
     def _select(self, e: E.Select) -> str:
+        if e.guarded:  # a C conditional evaluates only the chosen side
+            return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
         helper = self.gen.declare_helper("select", e.dtype)
         return f"{helper}({self.expr(e.cond)}, {self.expr(e.true_value)}, {self.expr(e.false_value)})"
 

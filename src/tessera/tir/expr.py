@@ -135,12 +135,15 @@ class UnaryOp(PrimExpr):
 
 @dataclass(frozen=True, slots=True)
 class Select(PrimExpr):
-    """`cond ? true_value : false_value`; both sides may be evaluated."""
+    """`cond ? true_value : false_value`; both sides may be evaluated, unless
+    `guarded`: then only the chosen side is, so the other may read out of
+    bounds (a padded read guarded by its bounds test)."""
 
     cond: PrimExpr
     true_value: PrimExpr
     false_value: PrimExpr
     dtype: str
+    guarded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,14 +407,14 @@ def logical_not(a: PrimExpr) -> PrimExpr:
     return UnaryOp(UnOp.NOT, a, "bool")
 
 
-def select(cond: PrimExpr, true_value: ExprLike, false_value: ExprLike) -> PrimExpr:
+def select(cond: PrimExpr, true_value: ExprLike, false_value: ExprLike, guarded: bool = False) -> PrimExpr:
     if not isinstance(true_value, PrimExpr):
         true_value = as_expr(true_value, false_value if isinstance(false_value, PrimExpr) else None)
     if not isinstance(false_value, PrimExpr):
         false_value = as_expr(false_value, true_value)
     if is_const(cond):
         return true_value if cond.value else false_value
-    return Select(cond, true_value, false_value, true_value.dtype)
+    return Select(cond, true_value, false_value, true_value.dtype, guarded)
 
 
 def cast(value: ExprLike, dtype: str) -> PrimExpr:

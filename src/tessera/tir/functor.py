@@ -25,7 +25,7 @@ def rebuild(e: E.PrimExpr, kids: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
             return E.neg(kids[0])
         return E.UnaryOp(e.op, kids[0], e.dtype)
     if isinstance(e, E.Select):
-        return E.select(kids[0], kids[1], kids[2])
+        return E.select(kids[0], kids[1], kids[2], e.guarded)
     if isinstance(e, E.Cast):
         return E.cast(kids[0], e.dtype)
     if isinstance(e, E.BufferLoad):

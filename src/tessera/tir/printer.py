@@ -21,7 +21,8 @@ def expr_str(e: E.PrimExpr) -> str:
     if isinstance(e, E.UnaryOp):
         return f"{e.op.value}({expr_str(e.a)})"
     if isinstance(e, E.Select):
-        return f"select({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})"
+        kind = "guarded_select" if e.guarded else "select"
+        return f"{kind}({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})"
     if isinstance(e, E.Cast):
         return f"{e.dtype}({expr_str(e.value)})"
     if isinstance(e, E.BufferLoad):
