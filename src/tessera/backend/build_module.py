@@ -17,6 +17,8 @@ from ..relay.module import IRModule
 from ..relay.visitor import substitute
 from ..target.named import CompilationConfig, is_named_targets, parse_named_targets
 from ..target.target import Target, TargetLike
+from ..target.toolchain import SourceFile
+from ..tir.stmt import PrimFunc
 from ..transform.dead_code import DeadCodeElimination
 from ..transform.fold_constant import FoldConstant
 from ..transform.fuse_ops import FuseOps
@@ -29,7 +31,7 @@ from ..transform.annotate_target import RemovePins, check_pins
 from ..transform.merge_composite import InlineComposites
 from ..transform.partition import partition_for
 from ..transform.plan_devices import ExpandFunctionPins, PlanDevices
-from .graph_codegen import _GraphBuilder
+from .graph_codegen import _GraphBuilder, add_segments
 from .lower_te import LowerTE
 from .lift_workspace import LiftWorkspaces
 from .program import MemoryOptions, with_aliasing
@@ -239,6 +241,8 @@ def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     mod = with_aliasing(mod, plan.program.steps, plan.program.kernels)  # no `restrict` where memory is shared
     host_module, others = lowered.code_modules(mod)
     host_module.imports.extend(m for _, m in others)
+    kernels = {gv.name_hint: f for gv, f in mod.items() if isinstance(f, PrimFunc)}
+    host_module.sources.append(SourceFile("graph_segments.c", add_segments(plan, kernels)))
     python_seconds = time.perf_counter() - lowered.started
     say(f"compiling {len(host_module.units())} C translation units")
     lib = GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, lowered.externals,

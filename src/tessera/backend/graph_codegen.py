@@ -12,11 +12,13 @@ end.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..relay.module import IRModule
+from ..tir.stmt import PrimFunc
 from .program import MemoryOptions, Program, ProgramMemory, Role, Tensor, extract_program, plan_program_memory
 
 GRAPH_FORMAT_VERSION = 1
@@ -33,6 +35,20 @@ class GraphNode:
 
 
 @dataclass
+class Segment:
+    """Consecutive kernel calls that one generated C function makes in order.
+
+    The function takes one array of argument pointers (every call's
+    arguments, call after call) and returns 0, or k when the k-th call
+    (from 1) failed: a run is then one call from Python per segment, not
+    one per kernel.
+    """
+
+    func: str
+    nodes: list[int]  # kernel node ids
+
+
+@dataclass
 class GraphPlan:
     nodes: list[GraphNode]
     entries: list[dict]  # per output entry: shape, dtype, storage_id
@@ -43,6 +59,7 @@ class GraphPlan:
     pool_size: int = 0
     memory: ProgramMemory | None = None
     program: Program | None = None  # the steps and tensors the plan came from
+    segments: list[Segment] = field(default_factory=list)  # runs of C kernel calls made by one C function
 
     def to_json(self) -> str:
         doc = {
@@ -60,6 +77,7 @@ class GraphPlan:
             "outputs": [list(o) for o in self.outputs],
             "inputs": self.input_nodes,
             "pool_size": self.pool_size,
+            "segments": [{"func": seg.func, "nodes": seg.nodes} for seg in self.segments],
         }
         return json.dumps(doc, indent=1, sort_keys=True)
 
@@ -102,3 +120,39 @@ class _GraphBuilder:
                           [(t.offset, t.nbytes) for t in s.scratch]), s.outputs)
         outputs = [refs[id(t)] for t in program.results]
         return GraphPlan(nodes, entries, row_ptr, outputs, input_nodes, params, memory.total, memory, program)
+
+
+SEGMENT_PREFIX = "tsgen_graph_segment_"
+
+
+def add_segments(plan: GraphPlan, kernels: Mapping[str, PrimFunc]) -> str:
+    """Group the plan's C kernel calls (those in `kernels`) into segments; their C source."""
+    from ..codegen.c_source import CodeGenC, EXPORT_MACRO, prototype
+
+    runs: list[list[int]] = []
+    previous = None
+    for nid, node in enumerate(plan.nodes):
+        if node.op != "kernel":
+            continue
+        if node.func in kernels:
+            if previous != len(runs) or not runs:
+                runs.append([])
+            runs[-1].append(nid)
+            previous = len(runs)
+        else:
+            previous = None  # an external module's call ends the segment
+    lines = [*CodeGenC().preamble_lines(), ""]
+    lines += sorted({prototype(kernels[plan.nodes[n].func]) for run in runs for n in run})
+    plan.segments = []
+    for k, run in enumerate(runs):
+        name = f"{SEGMENT_PREFIX}{k}"
+        plan.segments.append(Segment(name, run))
+        lines += ["", f"{EXPORT_MACRO} int32_t {name}(void* const* args) {{"]
+        offset = 0
+        for index, nid in enumerate(run, start=1):
+            count = len(kernels[plan.nodes[nid].func].params)
+            args = ", ".join(f"args[{offset + j}]" for j in range(count))
+            lines.append(f"  if ({plan.nodes[nid].func}({args}) != 0) return {index};")
+            offset += count
+        lines += ["  return 0;", "}"]
+    return "\n".join(lines) + "\n"

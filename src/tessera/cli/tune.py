@@ -25,6 +25,7 @@ def add_parser(sub) -> None:
     p.add_argument("--repeat", type=int, default=5, help="timing samples per configuration (default 5)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
                    help="fix an input's shape (needed when the model has symbolic dimensions); repeatable")
+    p.add_argument("--threads", type=int, default=1, help="threads each kernel runs on while measured (default 1)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=run)
 
@@ -37,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.trials is not None and args.trials < 1:
         raise TesseraError(f"--trials must be at least 1, got {args.trials}")
+    if args.threads < 1:
+        raise TesseraError(f"--threads must be at least 1, got {args.threads}")
     if args.repeat < 1:
         raise TesseraError(f"--repeat must be at least 1, got {args.repeat}")
     say = progress(args.quiet)
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
                             opaque_unsupported=runs_onnx_nodes(target.host))
     out = Path(args.output)
     tuned = tune(mod, target, params, log=out, trials=args.trials, budget=args.budget, progress=say,
-                 repeat=args.repeat)
+                 repeat=args.repeat, threads=args.threads)
     default = sum(r.default_seconds or 0.0 for r in tuned.results)
     best = sum(r.seconds.get(config_text(r.best), 0.0) for r in tuned.results if r.best is not None)
     print(f"{len(tuned.results)} tunable kernels, {tuned.measured} configurations measured in {tuned.seconds:.1f} s")

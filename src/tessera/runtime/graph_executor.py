@@ -78,6 +78,14 @@ def _thread_setter(lib: "object", count: int | None) -> Callable[[], object]:
     return functools.partial(fn, count)
 
 
+def _failure(names: list[str] | str, status: int) -> str:
+    """A segment answers which of its calls failed (from 1); a single kernel, its own status."""
+    if isinstance(names, str):
+        return f"kernel {names} failed with status {status}"
+    name = names[status - 1] if 0 < status <= len(names) else "?"
+    return f"kernel {name} failed"
+
+
 class GraphModule:
     """Executes a built library: `set_input`, `run`, `get_output`."""
 
@@ -122,6 +130,7 @@ class GraphModule:
                     self._input_entries.append(k)
                 self._entries.append(arr)
         self._calls: list[tuple[str, Callable[[], int]]] = []
+        arguments: dict[int, list[np.ndarray]] = {}
         for nid, node in enumerate(nodes):
             if node["op"] != "kernel":
                 continue
@@ -129,8 +138,36 @@ class GraphModule:
             outs = [self._entries[k] for k in range(row_ptr[nid], row_ptr[nid + 1])]
             if pool is not None:
                 outs += [pool[offset:offset + n] for offset, n in node.get("scratch", [])]
+            arguments[nid] = ins + outs
             self._calls.append((node["func"], _bind_call(lib.find_function(node["func"]), ins, outs)))
+        self._steps = self._segment_steps(lib, nodes, arguments)
         self._outputs = [row_ptr[n] + i for n, i in self._graph["outputs"]]
+
+    def _segment_steps(self, lib: "object", nodes: list[dict],
+                       arguments: dict[int, list[np.ndarray]]) -> list[tuple[list[str] | str, Callable[[], int]]]:
+        """What `run` calls: one C call per segment of kernel calls (see graph_codegen.Segment),
+        the single calls of kernels outside segments; (segment's kernel names or kernel name, call)."""
+        segments = {seg["nodes"][0]: seg for seg in self._graph.get("segments", [])}
+        kernel_nodes = [nid for nid, node in enumerate(nodes) if node["op"] == "kernel"]
+        call_of = dict(zip(kernel_nodes, self._calls))
+        self._keep: list[object] = []  # pointer tables the segments read
+        steps: list[tuple[list[str] | str, Callable[[], int]]] = []
+        covered: set[int] = set()
+        for nid in kernel_nodes:
+            if nid in covered:
+                continue
+            seg = segments.get(nid)
+            if seg is None:
+                steps.append(call_of[nid])
+                continue
+            table = [a.ctypes.data for n in seg["nodes"] for a in arguments[n]]
+            pointers = (ctypes.c_void_p * max(len(table), 1))(*table)
+            self._keep.append(pointers)
+            fn = lib.find_function(seg["func"])
+            fn.argtypes = [ctypes.c_void_p]
+            steps.append(([nodes[n]["func"] for n in seg["nodes"]], functools.partial(fn, ctypes.addressof(pointers))))
+            covered.update(seg["nodes"])
+        return steps
 
     # ------------------------------------------------------------------ API
     @property
@@ -177,10 +214,10 @@ class GraphModule:
         if inputs:
             self.set_input(**inputs)
         self._set_threads()
-        for name, call in self._calls:
+        for names, call in self._steps:
             status = call()
             if status != 0:
-                raise RuntimeExecutionError(f"kernel {name} failed with status {status}")
+                raise RuntimeExecutionError(_failure(names, status))
 
     def get_output(self, index: int) -> np.ndarray:
         if not 0 <= index < len(self._outputs):

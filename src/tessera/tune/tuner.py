@@ -124,7 +124,7 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
 def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str, np.ndarray] | None = None,
          log: TuningLog | str | os.PathLike | None = None, trials: int | None = None,
          budget: float | None = None, progress: Progress | None = None, repeat: int = 5,
-         jobs: int | None = None, seed: int = 0) -> Tuned:
+         jobs: int | None = None, seed: int = 0, threads: int = 1) -> Tuned:
     """Measure candidate schedules for every tunable kernel of `mod` on this machine.
 
     `log`: a TuningLog, or a JSON path (read if it exists, rewritten after
@@ -132,6 +132,9 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
     most this many configurations per workload (the default counts as one).
     `budget`: stop starting new measurements after this many seconds (the
     log keeps what was measured). `jobs`: parallel C compilations.
+    `threads`: threads each measured kernel runs on (1 by default: single-core
+    timings are the least noisy, and the tile that is fastest per core stays
+    fastest when the parallel loop shares the tiles among cores).
     """
     say = progress or (lambda msg: None)
     start = time.perf_counter()
@@ -161,7 +164,7 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
             todo = []
         if todo:
             say(f"{head}: measuring {len(todo)} of {len(configs)} configs")
-            for config, seconds in zip(todo, _measure(task, todo, tgt, ctx, repeat, jobs, seed)):
+            for config, seconds in zip(todo, _measure(task, todo, tgt, ctx, repeat, jobs, seed, threads)):
                 log.add(Record(task.workload, config, seconds, str(tgt)))
             measured += len(todo)
             if path is not None:
@@ -196,7 +199,7 @@ def kernel_module(task: Task) -> IRModule:
 
 
 def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassContext, repeat: int, jobs: int,
-             seed: int) -> list[float]:
+             seed: int, threads: int) -> list[float]:
     """Median seconds per call of the task's kernel under each configuration."""
     lowered = []
     for config in configs:  # knobs are global state: lower one configuration at a time
@@ -208,7 +211,7 @@ def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassCon
     inputs = {p.name_hint: _random(p.checked_type, rng) for p in task.kernel.params}
     modules = []
     for lib in libs:
-        gm = GraphModule(lib)
+        gm = GraphModule(lib, num_threads=threads)
         gm.set_input(**inputs)
         gm.run()
         modules.append(gm)

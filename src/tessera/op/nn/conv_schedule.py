@@ -51,6 +51,7 @@ class ConvGeometry:
     # positions runs outside the loop over channel blocks; None: choose
     tile: tuple[int, int, int] | None = None
     in_spatial: tuple[int, ...] = ()  # input spatial size (for the loop-order default), if known
+    workload_op: str = ""  # the operator named in tuning logs (default conv<rank>d)
 
     def __post_init__(self) -> None:
         if self.tile is None:
@@ -69,11 +70,12 @@ class ConvGeometry:
         default = {"channels": next((c for c in TILE_CHANNELS if c in channels), 1), "width": width,
                    "positions_outer": int(in_elems > weight_elems)}
         candidates = [{"channels": c, "width": w, "positions_outer": o} for c in channels for w in WIDTH_CANDIDATES
-                      for o in (0, 1) if c * w <= LOCAL_TILE_ELEMENTS]
+                      for o in ((0, 1) if self.planar() else (default["positions_outer"],))
+                      if c * w <= LOCAL_TILE_ELEMENTS]
         description = {"out": list(self.out_shape), "kernel": list(self.kernel), "strides": list(self.strides),
                        "dilation": list(self.dilation), "in_per_group": self.in_channels_per_group,
                        "out_per_group": self.out_channels_per_group}
-        picked = choose(f"conv{self.rank}d", description, candidates, default)
+        picked = choose(self.workload_op or f"conv{self.rank}d", description, candidates, default)
         return picked["channels"], picked["width"], picked["positions_outer"]
 
     def _default_width(self) -> int:

@@ -139,7 +139,8 @@ def _make_compute(d: int):
         data, weight = inputs
         kernel = tuple(weight.shape[2:])
         icpg, ocpg = weight.shape[0] // attrs.groups, weight.shape[1]
-        g = ConvGeometry(tuple(out.shape), kernel, (1,) * d, attrs.dilation, icpg, ocpg)
+        g = ConvGeometry(tuple(out.shape), kernel, (1,) * d, attrs.dilation, icpg, ocpg,
+                         workload_op=f"conv{d}d_transpose")
         overhang = g.tile_overhang() if g.uses_tiles() else 0
         spread = _spread(data, attrs, kernel, list(out.shape[2:]), overhang)
 

@@ -1,0 +1,125 @@
+"""Host schedules: planar convolutions, parallel loops and thread counts, graph segments."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import relay, tune
+from tessera.errors import RuntimeExecutionError
+from tessera.op import elemwise as ew
+from tessera.op.nn import conv
+from tessera.op.nn.conv import conv_reference, ConvAttrs
+from tessera.op.nn.conv_schedule import ConvGeometry
+
+
+def _conv_module(shape, weight, strides, padding, dilation, groups, relu=False):
+    x = relay.Var("x", relay.TensorType(shape, "float32"))
+    y = conv.conv2d(x, relay.const(weight), strides=strides, padding=padding, dilation=dilation, groups=groups)
+    if relu:
+        y = ew.relu(y)
+    return relay.IRModule.from_expr(relay.Function((x,), y))
+
+
+# (input NCHW, out channels, kernel, strides, padding (t, l, b, r), dilation, groups)
+CASES = [
+    ((1, 3, 11, 13), 8, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),       # odd sizes, channel tile 8
+    ((1, 4, 9, 7), 6, (3, 2), (2, 3), (0, 2, 1, 0), (1, 1), 1),         # strides per dim, asymmetric pads
+    ((1, 4, 10, 10), 4, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1),       # dilation
+    ((2, 8, 8, 9), 16, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),        # batch 2, strided 1x1
+    ((1, 6, 12, 5), 6, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 6),        # depthwise, strided
+    ((1, 8, 7, 7), 12, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4),        # grouped, 3 outputs per group
+    ((1, 3, 20, 20), 5, (5, 5), (3, 3), (2, 2, 2, 2), (1, 1), 1),       # odd channel count, stride 3
+]
+
+
+@pytest.mark.parametrize("shape,oc,kernel,strides,padding,dilation,groups", CASES)
+def test_planar_convolution_matches_the_reference(shape, oc, kernel, strides, padding, dilation, groups):
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((oc, shape[1] // groups, *kernel)).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    mod = _conv_module(shape, w, strides, padding, dilation, groups, relu=True)
+    (got,) = tessera.build(mod)(x)
+    ref = np.maximum(conv_reference([x, w], ConvAttrs(strides, padding, dilation, groups)), 0)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_every_tile_the_tuner_may_choose_computes_the_same_result():
+    rng = np.random.default_rng(1)
+    shape, w = (1, 8, 9, 9), rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    mod = _conv_module(shape, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    with tune.collect() as seen:
+        expected = tessera.build(mod)(x)[0]
+    ((workload, choice),) = seen.items()
+    assert len(choice.candidates) >= 8
+    for config in choice.candidates:
+        with tune.forced({workload: config}):
+            np.testing.assert_allclose(tessera.build(mod)(x)[0], expected, rtol=1e-5, atol=1e-5, err_msg=str(config))
+
+
+def test_default_tiles_fit_the_image():
+    big = ConvGeometry((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), 64, 64)
+    small = ConvGeometry((1, 256, 3, 3), (1, 1), (1, 1), (1, 1), 256, 256)
+    depthwise = ConvGeometry((1, 32, 24, 24), (3, 3), (1, 1), (1, 1), 1, 1)
+    assert big.tile[:2] == (8, 32) and small.tile[:2] == (8, 16) and depthwise.tile[:2] == (1, 32)
+    # the larger of input and weights is streamed once: positions outside for early layers
+    assert big.positions_outer and not small.positions_outer
+
+
+def _lib_and_input():
+    rng = np.random.default_rng(2)
+    shape = (1, 16, 32, 32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    return tessera.build(_conv_module(shape, w, (1, 1), (1, 1, 1, 1), (1, 1), 1, relu=True)), \
+        rng.standard_normal(shape).astype(np.float32)
+
+
+def test_large_stages_run_as_parallel_loops_and_small_ones_do_not():
+    lib, _ = _lib_and_input()
+    source = "\n".join(lib.c_sources.values())
+    assert "TS_PARALLEL_FOR" in source and "_Pragma(\"omp parallel for" in source
+    x = relay.Var("x", relay.TensorType((4,), "float32"))
+    tiny = tessera.build(relay.IRModule.from_expr(relay.Function((x,), ew.relu(x))))
+    assert "TS_PARALLEL_FOR" not in "\n".join(tiny.c_sources.values())
+
+
+def test_thread_counts_give_identical_outputs():
+    lib, x = _lib_and_input()
+    outputs = []
+    for threads in (1, 2, 3):
+        module = tessera.GraphModule(lib, num_threads=threads)
+        module.set_input(0, x)
+        module.run()
+        outputs.append(module.get_output(0))
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    np.testing.assert_array_equal(outputs[0], outputs[2])
+
+
+def test_thread_count_errors_name_the_setting(monkeypatch):
+    lib, _ = _lib_and_input()
+    with pytest.raises(RuntimeExecutionError, match="at least 1"):
+        tessera.GraphModule(lib, num_threads=0)
+    monkeypatch.setenv("TESSERA_NUM_THREADS", "two")
+    with pytest.raises(RuntimeExecutionError, match="TESSERA_NUM_THREADS='two'"):
+        tessera.GraphModule(lib)
+    monkeypatch.setenv("TESSERA_NUM_THREADS", "2")
+    tessera.GraphModule(lib).run()
+
+
+def test_c_kernel_calls_run_as_one_segment():
+    lib, x = _lib_and_input()
+    graph = json.loads(lib.graph_json)
+    kernels = [n for n, node in enumerate(graph["nodes"]) if node["op"] == "kernel"]
+    assert [seg["nodes"] for seg in graph["segments"]] == [kernels]
+    source = lib.c_sources["graph_segments.c"]
+    assert f"int32_t {graph['segments'][0]['func']}(void* const* args)" in source
+    module = tessera.GraphModule(lib)
+    module.set_input(0, x)
+    module.run()
+    per_call = [call() for _, call in module._calls]  # the kernels one by one, as profile() runs them
+    assert per_call == [0] * len(kernels)
+    np.testing.assert_array_equal(module.get_output(0), lib(x)[0])
