@@ -123,3 +123,29 @@ def test_c_kernel_calls_run_as_one_segment():
     per_call = [call() for _, call in module._calls]  # the kernels one by one, as profile() runs them
     assert per_call == [0] * len(kernels)
     np.testing.assert_array_equal(module.get_output(0), lib(x)[0])
+
+
+@pytest.mark.parametrize("target,lanes,width", [
+    ("c -march=icelake-server", 16, 32),
+    ("c -march=haswell", 8, 16),
+    ("c -march=x86-64 -mattr=avx2", 8, 16),
+    ("c -mcpu=cortex-m4", None, 32),
+])
+def test_register_tiles_follow_the_targets_vector_width(target, lanes, width):
+    from tessera.target import Target
+    from tessera.target.simd import float32_lanes
+
+    assert float32_lanes(Target(target)) == lanes
+    with tune.lowering_for(Target(target)):
+        g = ConvGeometry((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), 64, 64)
+    assert g.tile_width == width
+
+
+def test_a_haswell_build_uses_two_avx2_vectors_per_tile_row():
+    rng = np.random.default_rng(3)
+    shape, w = (1, 8, 16, 16), rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    lib = tessera.build(_conv_module(shape, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), target="c -march=haswell")
+    assert "float conv2d_tile[128];" in "\n".join(lib.c_sources.values())  # 8 channels x 16 positions
+    ref = conv_reference([x, w], ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1), 1))
+    np.testing.assert_allclose(lib(x)[0], ref, rtol=1e-4, atol=1e-4)

@@ -168,7 +168,7 @@ def lower_fused(mod: IRModule, target: Target, ctx: PassContext, say: Progress, 
         mod = run_relay_to_tir(mod, [*target.accelerators, target.host], ctx)
         externals, owned = run_relay_to_runtime(mod, target.accelerators)
         say("lowering kernels to loops")
-        mod = LowerTE(f"tsgen_{mod_name}_", config.pieces if config is not None else None)(mod, ctx)
+        mod = LowerTE(f"tsgen_{mod_name}_", config.pieces if config is not None else None, target.host)(mod, ctx)
     mod = LiftWorkspaces()(mod, ctx)  # kernel scratch becomes planned memory
     return Lowered(mod, partitioned, target, externals, owned, t0, config, MemoryOptions.from_config(ctx.config))
 

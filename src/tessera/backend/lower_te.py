@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import te
+from ..tune.knobs import lowering_for
 from ..errors import CompileError
 from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
@@ -94,9 +95,11 @@ class LowerTE(Pass):
     name = "LowerTE"
     opt_level = 0
 
-    def __init__(self, prefix: str = "tsgen_default_", pieces: Mapping[str, Target] | None = None) -> None:
+    def __init__(self, prefix: str = "tsgen_default_", pieces: Mapping[str, Target] | None = None,
+                 target: Target | None = None) -> None:
         self.prefix = prefix
         self.pieces = pieces or {}  # named compilation: piece -> the target that builds its kernels
+        self.target = target  # the target of kernels outside named pieces (schedule defaults depend on it)
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
         main_gv = mod.get_global_var("main")
@@ -123,7 +126,8 @@ class LowerTE(Pass):
                     name = f"{base}_{k}"
                     k += 1
                 used_names.add(name)
-                prim = lower_primitive(func, name)
+                with lowering_for(self.pieces[device] if device is not None else self.target):
+                    prim = lower_primitive(func, name)
                 if device is not None:
                     prim = prim.with_attrs(**{TARGET_ATTR: self.pieces[device], DEVICE_ATTR: device})
                 gv = GlobalVar(name)

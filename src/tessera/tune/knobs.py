@@ -51,6 +51,7 @@ class Choice:
 
 
 _forced: list[dict[Workload, Config]] = []
+_targets: list[object] = []  # the Target whose kernels are being lowered, innermost last
 _collectors: list[dict[Workload, Choice]] = []
 
 
@@ -73,6 +74,21 @@ def collect() -> Iterator[dict[Workload, Choice]]:
         yield seen
     finally:
         _collectors.remove(seen)
+
+
+@contextlib.contextmanager
+def lowering_for(target: object) -> Iterator[None]:
+    """Within the block, kernels are lowered for `target` (schedule defaults may depend on it)."""
+    _targets.append(target)
+    try:
+        yield
+    finally:
+        _targets.pop()
+
+
+def current_target() -> object | None:
+    """The Target kernels are being lowered for, or None outside a build."""
+    return _targets[-1] if _targets else None
 
 
 def _logged(workload: Workload, candidates: Sequence[Config]) -> Config | None:

@@ -79,9 +79,12 @@ class ConvGeometry:
         return picked["channels"], picked["width"], picked["positions_outer"]
 
     def _default_width(self) -> int:
-        """TILE_WIDTH, or narrower where the output positions would fill less than half the last tile."""
+        """Two vector registers of positions (TILE_WIDTH where the vector width is unknown),
+        narrower where the output positions would fill less than half the last tile."""
+        width = 2 * _lanes() if _lanes() else TILE_WIDTH
+        width = min(max(width, min(WIDTH_CANDIDATES)), max(WIDTH_CANDIDATES))
         positions = math.prod(self.out_shape[2:])
-        return TILE_WIDTH if positions >= 3 * TILE_WIDTH else TILE_WIDTH // 2
+        return width if positions >= 3 * width else min(WIDTH_CANDIDATES)
 
     @property
     def tile_width(self) -> int:
@@ -122,6 +125,15 @@ class ConvGeometry:
             return rc
         group = E.floordiv(c, self.out_channels_per_group)
         return E.add(E.mul(group, self.in_channels_per_group), rc)
+
+
+def _lanes() -> int | None:
+    """float32 lanes of the vector registers of the target being lowered for."""
+    from ...target.simd import float32_lanes
+    from ...tune.knobs import current_target
+
+    target = current_target()
+    return float32_lanes(target) if target is not None else None  # type: ignore[arg-type]
 
 
 def pad_input(data: te.Tensor, begins: tuple[int, ...], ends: tuple[int, ...], value: float,
