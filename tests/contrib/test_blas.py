@@ -80,3 +80,24 @@ def test_light_models_match_onnxruntime_with_blas(name, record_property):
     lib = tessera.build(mod, target="blas", params=params)
     assert "blas" in partition_report(lib).op_counts()
     np.testing.assert_allclose(lib(x)[0], expected, rtol=1e-3, atol=1e-4)
+
+
+def test_openblas_gets_the_kernels_this_cpus_flags_allow(monkeypatch):
+    """OpenBLAS 0.3.21 does not know newer CPU models and falls back to generic
+    SSE3 kernels; the blas target names the family the CPU flags allow."""
+    import os
+
+    from tessera.contrib import blas
+    from tessera.target import simd
+
+    monkeypatch.setattr(simd, "native_cpu_flags", lambda: frozenset({"avx2", "fma", "avx512f", "avx512bw",
+                                                                      "avx512vl", "avx512dq"}))
+    assert blas.openblas_core_for_this_cpu() == "SkylakeX"
+    monkeypatch.setattr(simd, "native_cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    assert blas.openblas_core_for_this_cpu() == "Haswell"
+    monkeypatch.setattr(simd, "native_cpu_flags", lambda: frozenset({"sse2"}))
+    assert blas.openblas_core_for_this_cpu() is None
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Zen")  # the user's choice stands
+    monkeypatch.setattr(simd, "native_cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    blas._choose_openblas_core()
+    assert os.environ["OPENBLAS_CORETYPE"] == "Zen"

@@ -21,7 +21,7 @@ _AVX2_ARCHES = ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "m
 
 
 @functools.lru_cache(maxsize=1)
-def _native_flags() -> frozenset[str]:
+def native_cpu_flags() -> frozenset[str]:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -47,7 +47,7 @@ def float32_lanes(target: Target) -> int | None:
     lanes = _lanes_of_features({a.lstrip("-m") for a in target.get("mattr", ())})
     march = target.get("march") or "native"
     if march == "native":
-        native = _lanes_of_features(_native_flags())
+        native = _lanes_of_features(native_cpu_flags())
         return max(filter(None, (lanes, native)), default=None)
     if march.startswith(_AVX512_ARCHES):
         return 16
