@@ -149,3 +149,22 @@ def test_a_haswell_build_uses_two_avx2_vectors_per_tile_row():
     assert "float conv2d_tile[128];" in "\n".join(lib.c_sources.values())  # 8 channels x 16 positions
     ref = conv_reference([x, w], ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1), 1))
     np.testing.assert_allclose(lib(x)[0], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_every_matmul_tile_the_tuner_may_choose_computes_the_same_result():
+    from tessera.op.nn import matmul
+
+    rng = np.random.default_rng(4)
+    a = relay.Var("a", relay.TensorType((24, 40), "float32"))
+    b = rng.standard_normal((40, 64)).astype(np.float32)
+    mod = relay.IRModule.from_expr(relay.Function((a,), matmul.matmul(a, relay.const(b))))
+    x = rng.standard_normal((24, 40)).astype(np.float32)
+    with tune.collect() as seen:
+        expected = tessera.build(mod)(x)[0]
+    ((workload, choice),) = seen.items()
+    assert workload.op == "matmul" and choice.default == {"rows": 6, "cols": 16}
+    assert {"rows": 8, "cols": 32} in choice.candidates and len(choice.candidates) == 15  # 5 row x 3 column counts
+    np.testing.assert_allclose(expected, x @ b, rtol=1e-4, atol=1e-4)
+    for config in choice.candidates:
+        with tune.forced({workload: config}):
+            np.testing.assert_allclose(tessera.build(mod)(x)[0], expected, rtol=1e-5, atol=1e-5, err_msg=str(config))

@@ -48,12 +48,27 @@ TILE_COLS = (16, 8)
 MIN_TILED_ROWS = 8  # fewer rows would not pay for regrouping B into panels
 
 
-def _tile(m: int, n: int) -> tuple[int, int] | None:
+# what the tuner may try instead (see tessera.tune); at most LOCAL_TILE_ELEMENTS per tile
+ROW_CANDIDATES = (8, 6, 4, 3, 2)
+COL_CANDIDATES = (32, 16, 8)
+
+
+def _tile(out_shape: tuple[int, ...], k: int) -> tuple[int, int] | None:
+    """The register tile (rows, cols): the tuning log's choice for this workload, or the default."""
+    from ...te.lower import LOCAL_TILE_ELEMENTS
+    from ...tune.knobs import choose
+
+    *batch, m, n = out_shape
     if m < MIN_TILED_ROWS:
         return None
     rows = next((r for r in TILE_ROWS if m % r == 0), None)
     cols = next((c for c in TILE_COLS if n % c == 0), None)
-    return (rows, cols) if rows and cols else None
+    if not (rows and cols):
+        return None
+    candidates = [{"rows": r, "cols": c} for r in ROW_CANDIDATES if m % r == 0
+                  for c in COL_CANDIDATES if n % c == 0 and r * c <= LOCAL_TILE_ELEMENTS]
+    picked = choose("matmul", {"batch": batch, "m": m, "n": n, "k": k}, candidates, {"rows": rows, "cols": cols})
+    return picked["rows"], picked["cols"]
 
 
 def _operand_indices(batch: list[E.PrimExpr], shape: tuple[int, ...], tail: list[E.PrimExpr]) -> tuple:
@@ -106,7 +121,7 @@ def _tiled_matmul(a: te.Tensor, b: te.Tensor, out: TensorType, rows: int, cols: 
 def _matmul_compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
     a, b = inputs
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
-    tile = None if a_vec or b_vec else _tile(out.shape[-2], out.shape[-1])
+    tile = None if a_vec or b_vec else _tile(tuple(out.shape), a.shape[-1])
     if tile is not None:
         return _tiled_matmul(a, b, out, *tile)
     k_extent = a.shape[-1]
