@@ -168,3 +168,21 @@ def test_every_matmul_tile_the_tuner_may_choose_computes_the_same_result():
     for config in choice.candidates:
         with tune.forced({workload: config}):
             np.testing.assert_allclose(tessera.build(mod)(x)[0], expected, rtol=1e-5, atol=1e-5, err_msg=str(config))
+
+
+def test_a_log_steers_only_builds_for_the_target_it_was_measured_for():
+    from tessera.target import Target
+    from tessera.tune import Record, TuningLog
+
+    shape = (1, 64, 56, 56)
+    with tune.lowering_for(Target("c")), tune.collect() as seen:
+        ConvGeometry(shape, (3, 3), (1, 1), (1, 1), 64, 64)
+    ((workload, choice),) = seen.items()
+    odd = {"channels": 4, "width": 16, "positions_outer": 0}
+    assert odd in choice.candidates and odd != choice.default
+    log = TuningLog([Record(workload, odd, 1e-6, "c")])
+    with tessera.transform.PassContext(config={"tune.log": log}):
+        for target, expected in [("c", (4, 16, 0)), ("c -march=haswell", None), ("c -mcpu=cortex-m4", None)]:
+            with tune.lowering_for(Target(target)):
+                g = ConvGeometry(shape, (3, 3), (1, 1), (1, 1), 64, 64)
+            assert (g.tile == expected) if expected else (g.tile != (4, 16, 0)), target

@@ -99,7 +99,10 @@ def _logged(workload: Workload, candidates: Sequence[Config]) -> Config | None:
     if source is None:
         return None
     log = source if isinstance(source, TuningLog) else TuningLog.cached(source)
-    return log.best(workload, among=candidates)  # entries a newer compiler no longer offers are ignored
+    # entries a newer compiler no longer offers are ignored, and so are timings
+    # measured for other targets' kernels (another -march, a Cortex-M core)
+    target = current_target()
+    return log.best(workload, among=candidates, target=None if target is None else str(target))
 
 
 def choose(op: str, description: object, candidates: Sequence[Config], default: Config) -> dict[str, int]:

@@ -63,9 +63,12 @@ class TuningLog:
     def add(self, record: Record) -> None:
         self.records.append(record)
 
-    def best(self, workload: Workload, among: Sequence[Config] | None = None) -> Config | None:
-        """The fastest configuration recorded for `workload` (only those in `among`, if given)."""
-        found = [r for r in self.records if r.workload == workload and (among is None or r.config in among)]
+    def best(self, workload: Workload, among: Sequence[Config] | None = None,
+             target: str | None = None) -> Config | None:
+        """The fastest configuration recorded for `workload` (only those in `among`, and
+        measured for `target`'s kernels, if given; records without a target match any)."""
+        found = [r for r in self.records if r.workload == workload and (among is None or r.config in among)
+                 and (target is None or r.target in ("", target))]
         return min(found, key=lambda r: r.seconds).config if found else None
 
     def measured(self, workload: Workload, config: Config, target: str) -> bool:

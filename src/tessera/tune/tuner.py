@@ -157,7 +157,7 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
         result = TaskResult(task)
         results.append(result)
         configs = task.configs(trials)
-        todo = [c for c in configs if not log.measured(task.workload, c, str(tgt))]
+        todo = [c for c in configs if not log.measured(task.workload, c, str(tgt.host))]
         head = f"[{k}/{len(tasks)}] {task.workload}"
         if budget is not None and time.perf_counter() - start > budget and todo:
             say(f"{head}: time budget spent, {len(todo)} configs not measured")
@@ -165,14 +165,14 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
         if todo:
             say(f"{head}: measuring {len(todo)} of {len(configs)} configs")
             for config, seconds in zip(todo, _measure(task, todo, tgt, ctx, repeat, jobs, seed, threads)):
-                log.add(Record(task.workload, config, seconds, str(tgt)))
+                log.add(Record(task.workload, config, seconds, str(tgt.host)))
             measured += len(todo)
             if path is not None:
                 log.save(path)
         for r in log.records:
-            if r.workload == task.workload and r.target == str(tgt):
+            if r.workload == task.workload and r.target == str(tgt.host):
                 result.seconds[config_text(r.config)] = min(r.seconds, result.seconds.get(config_text(r.config), np.inf))
-        result.best = log.best(task.workload, among=task.choice.candidates)
+        result.best = log.best(task.workload, among=task.choice.candidates, target=str(tgt.host))
         say(_summary(f"[{k}/{len(tasks)}]" if todo else f"{head} (from the log)", result))
     if path is not None:
         log.save(path)
