@@ -1,32 +1,38 @@
 """Loop schedules shared by the convolution-like kernels (conv, conv_transpose).
 
-Both keep the reduce axes (input channels, kernel taps) outside the output's
+All keep the reduce axes (input channels, kernel taps) outside the output's
 spatial loops, so the innermost loop walks contiguous output elements and gcc
 vectorises it as a scalar-times-vector multiply-add.
 
-* Tiled (the default): the output is computed in tiles of a few output
-  channels by TILE_WIDTH outputs along the last spatial dim. The tile is
-  small, so the lowering accumulates it in a local array, which gcc keeps in
+* Planar (every 2-d convolution, depthwise and grouped included): register
+  tiles over flattened, stride-phased image planes; see `planar_conv`.
+* Tiled (1-d and 3-d): the output is computed in tiles of a few output
+  channels by a few outputs along the last spatial dim. The tile is small,
+  so the lowering accumulates it in a local array, which gcc keeps in
   registers: a register-blocked micro-kernel that loads each input vector
   once for several output channels and writes every output once. The tiles
   are then copied into the NC[D]HW output, and fused epilogues (bias, ReLU,
   batch-norm scale) run in that copy. A strided convolution first regroups
   the input's last dim by phase, so its reads stay contiguous.
-* Rows: for kernels whose groups hold a single output channel (depthwise),
-  the reduction updates whole output rows in place.
+* Rows: 1-d and 3-d kernels whose groups hold a single output channel
+  (depthwise), and int8 convolutions: the reduction updates whole output
+  rows in place.
+
+Tile sizes and the planar loop order are tuning knobs (`tessera.tune`):
+defaults follow the target's vector width.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ... import te
 from ...te.lower import LOCAL_TILE_ELEMENTS
 from ...tir import expr as E
 
-TILE_WIDTH = 32  # default outputs per tile along the positions (two AVX-512 vectors)
+TILE_WIDTH = 32  # default outputs per tile where the vector width is unknown (two AVX-512 vectors)
 TILE_CHANNELS = (8, 4, 2)  # default output channels per tile: the first that divides a group
 # what the tuner may try instead (see tessera.tune)
 WIDTH_CANDIDATES = (16, 32)  # 8 measured 4-8x slower: gcc then keeps the tile in memory
