@@ -14,6 +14,7 @@ from tessera.op import elemwise as ew
 from tessera.op.nn import conv
 from tessera.op.nn.conv import conv_reference, ConvAttrs
 from tessera.op.nn.conv_schedule import ConvGeometry
+from tessera.target.simd import native_cpu_flags
 
 
 def _conv_module(shape, weight, strides, padding, dilation, groups, relu=False):
@@ -141,6 +142,7 @@ def test_register_tiles_follow_the_targets_vector_width(target, lanes, width):
     assert g.tile_width == width
 
 
+@pytest.mark.skipif("avx2" not in native_cpu_flags(), reason="runs AVX2 code, which this CPU cannot execute")
 def test_a_haswell_build_uses_two_avx2_vectors_per_tile_row():
     rng = np.random.default_rng(3)
     shape, w = (1, 8, 16, 16), rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
