@@ -69,3 +69,20 @@ def test_opaque_nodes_without_a_capable_target_fail_clearly():
     mod, params = from_onnx(model, opaque_unsupported=True)
     with pytest.raises(CompileError, match="onnx.opaque has no lowering.*target='onnxruntime'"):
         tessera.build(mod, target="c", params=params)
+
+
+def test_external_calls_split_the_c_kernels_into_segments():
+    import json
+
+    model, x = _model()
+    mod, params = from_onnx(model, opaque_unsupported=True)
+    lib = tessera.build(mod, target="onnxruntime", params=params)
+    graph = json.loads(lib.graph_json)
+    kernels = [n for n, node in enumerate(graph["nodes"]) if node["op"] == "kernel"]
+    c_kernels = {n for n in kernels if graph["nodes"][n]["func"] in lib.module.function_names}
+    segmented = [n for seg in graph["segments"] for n in seg["nodes"]]
+    # every C kernel runs in exactly one segment, in order; the onnxruntime calls in none
+    assert sorted(segmented) == segmented and set(segmented) == c_kernels and c_kernels != set(kernels)
+    for seg in graph["segments"]:  # a segment is a run of consecutive kernel calls
+        first, last = kernels.index(seg["nodes"][0]), kernels.index(seg["nodes"][-1])
+        assert kernels[first:last + 1] == seg["nodes"]

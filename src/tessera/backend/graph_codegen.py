@@ -130,17 +130,17 @@ def add_segments(plan: GraphPlan, kernels: Mapping[str, PrimFunc]) -> str:
     from ..codegen.c_source import CodeGenC, EXPORT_MACRO, prototype
 
     runs: list[list[int]] = []
-    previous = None
+    in_run = False
     for nid, node in enumerate(plan.nodes):
         if node.op != "kernel":
             continue
-        if node.func in kernels:
-            if previous != len(runs) or not runs:
-                runs.append([])
-            runs[-1].append(nid)
-            previous = len(runs)
-        else:
-            previous = None  # an external module's call ends the segment
+        if node.func not in kernels:
+            in_run = False  # an external module's call ends the segment
+            continue
+        if not in_run:
+            runs.append([])
+            in_run = True
+        runs[-1].append(nid)
     lines = [*CodeGenC().preamble_lines(), ""]
     lines += sorted({prototype(kernels[plan.nodes[n].func]) for run in runs for n in run})
     plan.segments = []
@@ -150,9 +150,12 @@ def add_segments(plan: GraphPlan, kernels: Mapping[str, PrimFunc]) -> str:
         lines += ["", f"{EXPORT_MACRO} int32_t {name}(void* const* args) {{"]
         offset = 0
         for index, nid in enumerate(run, start=1):
-            count = len(kernels[plan.nodes[nid].func].params)
+            node = plan.nodes[nid]
+            count = len(kernels[node.func].params)
+            # the executor passes inputs, outputs, then scratch: the kernel's parameters, in order
+            assert count == len(node.inputs) + node.num_outputs + len(node.scratch), node.func
             args = ", ".join(f"args[{offset + j}]" for j in range(count))
-            lines.append(f"  if ({plan.nodes[nid].func}({args}) != 0) return {index};")
+            lines.append(f"  if ({node.func}({args}) != 0) return {index};")
             offset += count
         lines += ["  return 0;", "}"]
     return "\n".join(lines) + "\n"
