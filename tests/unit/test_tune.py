@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tessera
+from tessera import relay
 from tessera.cli import main
 from tessera.errors import TesseraError
 from tessera.frontend import from_onnx
@@ -231,3 +232,17 @@ def test_the_python_example_in_docs_tuning_md_runs(convnet, tmp_path, monkeypatc
     assert len(TuningLog.load(tmp_path / "model.tune.json").records) == 4  # 2 kernels x trials=2
     assert "conv2d{" in capsys.readouterr().out
     assert scope["lib"].c_sources
+
+
+def test_the_tuner_sees_the_defaults_a_build_for_its_target_uses():
+    from tessera.op.nn import conv
+
+    x = relay.Var("x", relay.TensorType((1, 16, 40, 40), "float32"))
+    w = np.ones((16, 16, 3, 3), np.float32)
+    mod = relay.IRModule.from_expr(relay.Function(
+        (x,), conv.conv2d(x, relay.const(w), strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))))
+    widths = {}
+    for target in ("c -march=haswell", "c -march=icelake-server"):
+        (task,) = extract_tasks(mod, target)
+        widths[target] = task.choice.default["width"]
+    assert widths == {"c -march=haswell": 16, "c -march=icelake-server": 32}

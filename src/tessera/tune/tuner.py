@@ -43,7 +43,7 @@ from ..target.named import is_named_targets
 from ..target.target import Target, TargetLike
 from ..transform.infer_type import infer_expr
 from ..transform.pass_infra import PassContext
-from .knobs import Choice, Config, Workload, collect, forced
+from .knobs import Choice, Config, Workload, collect, forced, lowering_for
 from .log import Record, TuningLog
 
 Progress = Callable[[str], None]
@@ -102,7 +102,8 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
     main = infer_expr(fused.main, fused)
     tasks: dict[Workload, Task] = {}
     lowered: set[str] = set()
-    with ctx if PassContext.current() is not ctx else contextlib.nullcontext(), collect() as asked:
+    with ctx if PassContext.current() is not ctx else contextlib.nullcontext(), collect() as asked, \
+            lowering_for(tgt.host):  # defaults depend on the target, as in the build
         for node in post_order(main.body, into_functions=False):
             if not (isinstance(node, Call) and isinstance(node.op, Function) and node.op.attrs.primitive):
                 continue
