@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -162,9 +161,7 @@ def lower_fused(mod: IRModule, target: Target, ctx: PassContext, say: Progress, 
     """The loop half: target hooks, then every primitive function to TIR (no C compiler runs)."""
     t0 = time.perf_counter() if started is None else started
     partitioned = mod
-    with contextlib.ExitStack() as stack:
-        if PassContext.current() is not ctx:
-            stack.enter_context(ctx)  # kernels read schedule knobs (the tuning log) from the current context
+    with ctx.made_current():  # kernels read schedule knobs (the tuning log) from the current context
         mod = run_relay_to_tir(mod, [*target.accelerators, target.host], ctx)
         externals, owned = run_relay_to_runtime(mod, target.accelerators)
         say("lowering kernels to loops")

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import te
-from ..tune.knobs import lowering_for
 from ..errors import CompileError
 from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
@@ -25,6 +24,7 @@ from ..tir.stmt import PrimFunc
 from ..transform.infer_type import infer_expr
 from ..target.target import Target
 from ..transform.pass_infra import Pass, PassContext
+from ..tune.knobs import lowering_for
 from .target_hooks import DEVICE_ATTR, TARGET_ATTR
 
 MAX_NAME_OPS = 4

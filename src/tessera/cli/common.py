@@ -59,7 +59,6 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str
     from ..target import Target
     from ..target.named import is_named_targets, parse_named_targets
     from ..transform import PassContext, PrintIRInstrument
-
     from ..tune import LOG_CONFIG_KEY, TuningLog
 
     config = {}

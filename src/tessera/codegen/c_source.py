@@ -183,7 +183,7 @@ class _FunctionWriter:
         self.nonneg: set[int] = set()  # ids of variables known to be >= 0
         self.scalars: set[int] = set()  # ids of 1-element local buffers held in scalars
         self.const_buffers: set[int] = set()  # ids of read-only parameters
-        self._parallel_inner: S.For | None = None  # inner loop of a collapsed parallel pair
+        self._collapsed_inner: S.For | None = None  # inner loop of the last collapsed parallel pair
 
     def write(self) -> None:
         f = self.func
@@ -213,9 +213,11 @@ class _FunctionWriter:
         var = self.ns.name_of(s.loop_var, s.loop_var.name)
         c = dt.c_type(s.loop_var.dtype)
         self.nonneg.add(id(s.loop_var))
-        if s.kind is S.ForKind.PARALLEL and not self._collapsed(s):
+        if s.kind is S.ForKind.PARALLEL and s is not self._collapsed_inner:
             self.gen.note_parallel()
             collapse = isinstance(s.body, S.For) and s.body.kind is S.ForKind.PARALLEL
+            if collapse:
+                self._collapsed_inner = s.body  # covered by this pragma
             self.emit(PARALLEL_FOR_2 if collapse else PARALLEL_FOR)
         elif s.kind is S.ForKind.UNROLLED:
             self.emit("#pragma GCC unroll 16")
@@ -226,15 +228,6 @@ class _FunctionWriter:
         self.stmt(s.body)
         self.indent -= 1
         self.emit("}")
-
-    def _collapsed(self, s: S.For) -> bool:
-        """Is `s` the inner loop of a collapsed pair (its pragma already emitted)?"""
-        if self._parallel_inner is s:
-            self._parallel_inner = None
-            return True
-        if isinstance(s.body, S.For) and s.body.kind is S.ForKind.PARALLEL:
-            self._parallel_inner = s.body
-        return False
 
     def _dot_product(self, s: S.For) -> bool:
         """`acc += (int32)a[i + k] * (int32)b[j + k]` over int8 runs -> one `ts_dot_int8` call."""

@@ -8,6 +8,7 @@ makes it the default for code that is not handed one.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -86,6 +87,11 @@ class PassContext:
     @classmethod
     def current(cls) -> "PassContext":
         return cls._stack[-1] if cls._stack else cls()
+
+    def made_current(self) -> contextlib.AbstractContextManager:
+        """Enter this context unless it is already the current one (code that
+        reads `PassContext.current()`, like schedule knobs, then sees it)."""
+        return contextlib.nullcontext(self) if PassContext.current() is self else self
 
     def is_enabled(self, p: "Pass") -> bool:
         return p.opt_level <= self.opt_level and p.name not in self.disabled_pass

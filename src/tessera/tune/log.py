@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TesseraError
@@ -35,6 +35,11 @@ class TuningLog:
     records: list[Record] = field(default_factory=list)
 
     _cache = {}  # path -> (mtime, TuningLog)
+
+    def __post_init__(self) -> None:
+        self._by_workload: dict[Workload, list[Record]] = {}
+        for r in self.records:
+            self._by_workload.setdefault(r.workload, []).append(r)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "TuningLog":
@@ -62,18 +67,19 @@ class TuningLog:
 
     def add(self, record: Record) -> None:
         self.records.append(record)
+        self._by_workload.setdefault(record.workload, []).append(record)
 
     def best(self, workload: Workload, among: Sequence[Config] | None = None,
              target: str | None = None) -> Config | None:
         """The fastest configuration recorded for `workload` (only those in `among`, and
         measured for `target`'s kernels, if given; records without a target match any)."""
-        found = [r for r in self.records if r.workload == workload and (among is None or r.config in among)
-                 and (target is None or r.target in ("", target))]
+        found = [r for r in self._by_workload.get(workload, ())
+                 if (among is None or r.config in among) and (target is None or r.target in ("", target))]
         return min(found, key=lambda r: r.seconds).config if found else None
 
     def measured(self, workload: Workload, config: Config, target: str) -> bool:
         """Is there a record of this configuration for this workload and target?"""
-        return any(r.workload == workload and r.config == dict(config) and r.target == target for r in self.records)
+        return any(r.config == dict(config) and r.target == target for r in self._by_workload.get(workload, ()))
 
     def save(self, path: str | os.PathLike) -> None:
         rows = sorted((r.to_json() for r in self.records), key=lambda r: (r["op"], r["key"], r["seconds"]))

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import statistics
 import time
@@ -102,8 +101,7 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
     main = infer_expr(fused.main, fused)
     tasks: dict[Workload, Task] = {}
     lowered: set[str] = set()
-    with ctx if PassContext.current() is not ctx else contextlib.nullcontext(), collect() as asked, \
-            lowering_for(tgt.host):  # defaults depend on the target, as in the build
+    with ctx.made_current(), collect() as asked, lowering_for(tgt.host):  # defaults depend on the target, as in the build
         for node in post_order(main.body, into_functions=False):
             if not (isinstance(node, Call) and isinstance(node.op, Function) and node.op.attrs.primitive):
                 continue

@@ -106,6 +106,7 @@ def _make_compute(d: int):
         oc, icpg = weight.shape[:2]
         g = ConvGeometry(tuple(out.shape), tuple(weight.shape[2:]), attrs.strides, attrs.dilation,
                          icpg, oc // attrs.groups, in_spatial=tuple(data.shape[2:]))
+
         def read_weight(c: E.PrimExpr, rc: E.PrimExpr, taps) -> E.PrimExpr:
             return weight[(c, rc, *taps)]
 

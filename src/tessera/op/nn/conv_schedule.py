@@ -87,8 +87,8 @@ class ConvGeometry:
     def _default_width(self) -> int:
         """Two vector registers of positions (TILE_WIDTH where the vector width is unknown),
         narrower where the output positions would fill less than half the last tile."""
-        width = 2 * _lanes() if _lanes() else TILE_WIDTH
-        width = min(max(width, min(WIDTH_CANDIDATES)), max(WIDTH_CANDIDATES))
+        lanes = _lanes()
+        width = min(max(2 * lanes, min(WIDTH_CANDIDATES)), max(WIDTH_CANDIDATES)) if lanes else TILE_WIDTH
         positions = math.prod(self.out_shape[2:])
         return width if positions >= 3 * width else min(WIDTH_CANDIDATES)
 
