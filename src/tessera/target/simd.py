@@ -44,7 +44,7 @@ def float32_lanes(target: Target) -> int | None:
     """float32 lanes per vector register for `target`'s C code, None if unknown (e.g. Cortex-M)."""
     if str(target.get("mcpu", "")).startswith("cortex-m"):
         return None
-    lanes = _lanes_of_features({a.lstrip("-m") for a in target.get("mattr", ())})
+    lanes = _lanes_of_features({a.removeprefix("-m") for a in target.get("mattr", ())})
     march = target.get("march") or "native"
     if march == "native":
         native = _lanes_of_features(native_cpu_flags())

@@ -78,7 +78,9 @@ class ConvGeometry:
         candidates = [{"channels": c, "width": w, "positions_outer": o} for c in channels for w in WIDTH_CANDIDATES
                       for o in ((0, 1) if self.planar() else (default["positions_outer"],))
                       if c * w <= LOCAL_TILE_ELEMENTS]
-        description = {"out": list(self.out_shape), "kernel": list(self.kernel), "strides": list(self.strides),
+        # the input size too: with the padding it sets the planes' pitch, so the best tile
+        description = {"in": list(self.in_spatial), "out": list(self.out_shape), "kernel": list(self.kernel),
+                       "strides": list(self.strides),
                        "dilation": list(self.dilation), "in_per_group": self.in_channels_per_group,
                        "out_per_group": self.out_channels_per_group}
         picked = choose(self.workload_op or f"conv{self.rank}d", description, candidates, default)
