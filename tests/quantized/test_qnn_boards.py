@@ -16,9 +16,8 @@ from tessera.cli import main as cli
 from tessera.frontend import from_onnx
 from tessera.testing import mlperf_tiny as mt
 from tessera.testing import mlperf_tiny_int8 as q8
-from tessera.testing.models import ort_run
 
-from .test_qnn import ort_reference, output_step
+from .test_qnn import ort_reference
 
 logging.getLogger().setLevel(logging.ERROR)
 BOARDS = {"mps2-an386": "c -mcpu=cortex-m4", "mps2-an500": "c -mcpu=cortex-m7", "mps3-an547": "c -mcpu=cortex-m55"}
@@ -34,7 +33,7 @@ def test_int8_mlperf_tiny_on_boards(name, record_property):
     record_property("suite", "MLPerf Tiny int8, AOT on host and Cortex-M4/M7/M55")
     model = onnx.load(q8.model_path(name))
     x = mt.sample_input(name)
-    exact, fused = ort_reference(model, x), ort_run(model, {"input": x})[0]
+    exact = ort_reference(model, x)
     mod, params = from_onnx(model)
     host = tessera.build(mod, params=params, executor="aot", mod_name=name)
     np.testing.assert_array_equal(host.run_host([x])[0], exact)
@@ -42,7 +41,6 @@ def test_int8_mlperf_tiny_on_boards(name, record_property):
         lib = tessera.build(mod, target=target, params=params, executor="aot", mod_name=name)
         outputs, run = lib.run_board(board, [x])
         np.testing.assert_array_equal(outputs[0], exact, err_msg=board)
-        assert np.max(np.abs(outputs[0] - fused)) <= output_step(model) * 1.0001
         assert run.sizes.flash > lib.program.params_size
 
 

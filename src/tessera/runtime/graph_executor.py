@@ -91,6 +91,9 @@ class GraphModule:
 
     def __init__(self, lib: "object", num_threads: int | None = None) -> None:
         # `lib` is what tessera.build returns (or load_module loads)
+        shared = getattr(lib, "shared_library", None)
+        if shared is not None:
+            shared.check_cpu()
         self._set_threads = _thread_setter(lib, _thread_count(num_threads))
         self._graph = json.loads(lib.graph_json)
         nodes = self._graph["nodes"]

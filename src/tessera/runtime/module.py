@@ -64,6 +64,20 @@ class SharedLibrary:
     def has_symbol(self, name: str) -> bool:
         return hasattr(self._lib, name)
 
+    def check_cpu(self) -> None:
+        """Refuse to run code built for instructions this CPU lacks (it would die of SIGILL)."""
+        if not self.has_symbol("TSMissingCpuFeature"):
+            return  # built before the check existed, or for a target without one
+        probe = self._lib.TSMissingCpuFeature
+        probe.restype = ctypes.c_char_p
+        missing = probe()
+        if missing:
+            raise RuntimeExecutionError(
+                f"{self.path.name} was compiled for CPUs with {missing.decode()}, which this CPU lacks; "
+                "rebuild it for this machine (target `c`, i.e. -march=native) or a lower ISA level "
+                "(e.g. `c -mcpu=x86-64-v3` for AVX2, `c -mcpu=x86-64-v2` for SSE4.2)"
+            )
+
 
 def build_and_load(module: CSourceModule) -> SharedLibrary:
     tmp = tempfile.TemporaryDirectory(prefix="tessera-lib-")

@@ -1,17 +1,20 @@
 """The built-in target kinds: `c` (host or Cortex-M C) and `composite`.
 
 The `c` kind picks its toolchain from its attributes: no `-mcpu`, or a
-host CPU name, means gcc for this machine (`-O3 -march=native`); a
+host CPU name or x86-64 ISA level (`-mcpu=x86-64-v3`), means gcc for this
+kind of machine (`-O3 -march=native`, or that CPU or level); a
 `cortex-m*` CPU means arm-none-eabi-gcc with that core's Thumb and
 floating-point flags.
 """
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass
 
 from ..crt import INCLUDE_DIR
 from .errors import TargetError
+from .simd import host_arch
 from .kind import OptionType, TargetKind
 from .target import Target
 from .toolchain import Toolchain
@@ -87,13 +90,15 @@ def c_toolchain(target: Target) -> Toolchain:
             runtime_sources=(),
             pic=False,
         )
-    march = target.get("march") or ("native" if mcpu in (None, "native") else None)
-    arch = (f"-march={march}",) if march else (f"-mcpu={mcpu}",)
+    # gcc takes x86 CPU names and ISA levels only as -march; on other hosts -mcpu names a CPU
+    on_x86 = platform.machine() in ("x86_64", "AMD64")
+    arch = f"-march={host_arch(target)}" if on_x86 or mcpu in (None, "native") or target.get("march") \
+        else f"-mcpu={mcpu}"
     return Toolchain(
         cc=target.get("cc", "gcc"),
-        cflags=(*HOST_CFLAGS, *arch, *extra),
+        cflags=(*HOST_CFLAGS, arch, *extra),
         include_dirs=(INCLUDE_DIR,),
-        runtime_sources=("workspace_heap.c", "threads.c"),
+        runtime_sources=("workspace_heap.c", "threads.c", "cpu_features.c"),
     )
 
 
