@@ -6,6 +6,7 @@ from __future__ import annotations
 import platform
 
 import numpy as np
+import onnx
 import pytest
 
 import tessera
@@ -17,6 +18,7 @@ from tessera.runtime.graph_executor import GraphModule
 from tessera.target import Target
 from tessera.target.simd import X86_64_LEVELS, float32_lanes, host_arch, missing_level_features
 from tessera.testing import mlperf_tiny as mt
+from tessera.testing import mlperf_tiny_int8 as q8
 from tessera.testing.models import ort_run
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 ISA levels need an x86-64 host")
@@ -97,3 +99,14 @@ def test_model_export_keeps_the_cpu_check(tmp_path):
     loaded = tessera.load_module(lib.export_library(tmp_path / "m.so"))
     assert loaded.shared_library.has_symbol("TSMissingCpuFeature")
     loaded.shared_library.check_cpu()  # every x86-64 CPU tessera runs on has SSE4.2
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_each_level_runs_int8_kernels_bit_exact(level):
+    """Integer kernels vectorise differently per level; every level must give ONNX's exact answer."""
+    require_level(level)
+    model = onnx.load(q8.model_path("kws_ds_cnn"))
+    x = mt.sample_input("kws_ds_cnn")
+    mod, params = from_onnx(model)
+    y = tessera.build(mod, target=f"c -mcpu={level}", params=params)(x)[0]
+    np.testing.assert_array_equal(y, ort_run(model, {"input": x}, optimize=False)[0])
