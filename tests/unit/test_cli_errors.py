@@ -253,12 +253,15 @@ def test_files_to_read_are_checked(add_so, tmp_path, capsys):
      "--board runs AOT-compiled C"),
     (["run", "{onnx}", "--random-input", "--executor", "aot", "--repeat", "5"],
      "--repeat 5 times the graph executor; the aot executor runs once"),
+    (["run", "{tar}", "--random-input", "--executor", "graph"], "{tar} is Model Library Format, which the AOT "
+     "executor runs; drop --executor graph"),
     (["run", "{tmp}/missing.so"], "no such library: {tmp}/missing.so"),
     (["run", "{tmp}/missing.tar"], "no such Model Library Format tarball or folder"),
 ])
 def test_flags_that_do_not_fit_the_module(add_so, tmp_path, argv, message, capsys):
     model = _model(tmp_path / "m.onnx")
-    fill = {"so": add_so, "onnx": model, "tmp": tmp_path}
+    fill = {"so": add_so, "onnx": model, "tmp": tmp_path, "tar": tmp_path / "m.tar"}
+    (tmp_path / "m.tar").write_bytes(b"")  # refused by its name before it is read
     argv = [a.format(**fill) for a in argv]
     assert message.format(**fill) in _error([*argv, "-q"], capsys)
 
@@ -314,11 +317,13 @@ def test_compare_onnx_with_the_same_model_passes(add_so, tmp_path, capsys):
 
 
 def _needs_fallback(path: Path) -> Path:
-    """Det: an operator tessera does not implement and onnxruntime does."""
+    """Det: an operator tessera does not implement and onnxruntime does (after a tunable Conv)."""
+    weight = onnx.numpy_helper.from_array(np.full((3, 1, 3, 3), 0.1, np.float32), "w")
     graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Det", ["r"], ["y"])], "det",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("Det", ["r"], ["y"])], "det",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [weight])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, path)
@@ -333,6 +338,9 @@ def test_onnxruntime_target_falls_back_for_missing_operators(tmp_path, capsys):
     assert code == 0 and "CHECK OK" in out
     code, out, _ = _cli(["run", model, "-t", "onnxruntime", "--check", "-q"], capsys)
     assert code == 0 and "CHECK OK" in out
+    log = tmp_path / "log.json"
+    code, out, _ = _cli(["tune", model, "-t", "onnxruntime", "-o", log, "--trials", "1", "--repeat", "1", "-q"], capsys)
+    assert code == 0 and "1 tunable kernels, 1 configurations measured" in out and log.is_file()
 
 
 # ---------------------------------------------------------------- --random-input fills every input
@@ -390,3 +398,20 @@ def test_help_states_the_exit_status_and_the_suffix_rule(capsys):
     assert "exit status: 0 on success, 1 when `run --check` finds a mismatch, 2 on an error" in text
     assert main(["compile", "--help"]) == 0
     assert "model.so: shared library for the graph executor" in " ".join(capsys.readouterr().out.split())
+
+
+def test_interrupts_and_os_errors_are_one_line(monkeypatch, capsys):
+    from tessera.cli import info
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    def disk_full(args):
+        raise OSError(28, "No space left on device", "out.so")
+
+    monkeypatch.setattr(info, "ops", interrupted)
+    assert main(["ops"]) == 130
+    assert capsys.readouterr().err == "tessera: interrupted\n"
+    monkeypatch.setattr(info, "ops", disk_full)
+    assert main(["ops"]) == 2
+    assert capsys.readouterr().err == "tessera: error: [Errno 28] No space left on device: 'out.so'\n"
