@@ -397,7 +397,8 @@ def test_help_states_the_exit_status_and_the_suffix_rule(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "exit status: 0 on success, 1 when `run --check` finds a mismatch, 2 on an error" in text
     assert main(["compile", "--help"]) == 0
-    assert "model.so: shared library for the graph executor" in " ".join(capsys.readouterr().out.split())
+    text = " ".join(capsys.readouterr().out.split())
+    assert "model.so is a shared library for the graph executor, model.tar Model Library Format" in text
 
 
 def test_interrupts_and_os_errors_are_one_line(monkeypatch, capsys):

@@ -17,8 +17,9 @@ LIBRARY_SUFFIX = ".so"  # graph executor
 TARBALL_SUFFIX = ".tar"  # AOT, Model Library Format
 ONNX_SUFFIX = ".onnx"
 
-OUTPUT_RULE = ("model.so: shared library for the graph executor; model.tar or a folder (a path without "
-               "suffix): Model Library Format for the AOT executor")
+OUTPUT_RULE = ("model.so is a shared library for the graph executor, model.tar Model Library Format for the "
+               "AOT executor; a folder (a path without suffix) needs --executor aot; a suffix that belongs to the "
+               "other executor is refused")
 
 
 def _output_kind(path: Path) -> str | None:

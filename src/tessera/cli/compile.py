@@ -15,11 +15,11 @@ from .paths import make_parent, readable_file, writable_file, writable_folder
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "compile", help="compile an ONNX model",
-        description="Compile MODEL.onnx. With the graph executor (default) the result is one shared library "
-                    "holding the kernels, the graph and the weights (run it with `tessera run`). With "
-                    "--executor aot it is standalone C in Model Library Format (a .tar, or a folder): "
-                    "kernels, executor, header, weights, C runtime and metadata.json. Without --executor "
-                    "the output's suffix picks the executor: " + OUTPUT_RULE + ".")
+        description="Compile MODEL.onnx. With the graph executor (-o model.so) the result is one shared library "
+                    "holding the kernels, the graph and the weights (run it with `tessera run`). With the aot "
+                    "executor (-o model.tar, or a folder) it is standalone C in Model Library Format: kernels, "
+                    "executor, header, weights, C runtime and metadata.json. Without --executor the output's "
+                    "suffix picks the executor: " + OUTPUT_RULE + ".")
     p.add_argument("model", help="path to an .onnx file")
     p.add_argument("-o", "--output", required=True, type=non_empty,
                    help="output: model.so (graph executor) or model.tar / a folder (aot)")
@@ -29,8 +29,9 @@ def add_parser(sub) -> None:
                         "(the first is the host); default c")
     p.add_argument("--executor", choices=("graph", "aot"), default=None,
                    help="graph: a library run by tessera's graph executor; aot: standalone C (default: from the "
-                        "output's suffix, .so graph, .tar aot; a suffix of the other executor is refused)")
-    p.add_argument("--mod-name", type=c_module_name, help="prefix of the generated C symbols, tsgen_<name>_ (aot; default: file name)")
+                        "output's suffix, .so graph, .tar aot)")
+    p.add_argument("--mod-name", type=c_module_name,
+                   help="prefix of the generated C symbols, tsgen_<name>_ (aot; default: file name)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
                    help="fix an input's shape (needed when the model has symbolic dimensions); repeatable")
     p.add_argument("--opt-level", type=int, default=2, choices=range(0, 4),
