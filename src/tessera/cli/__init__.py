@@ -19,11 +19,15 @@ from ..errors import TesseraError
 from . import compile as compile_cmd
 from . import info, run as run_cmd, tune as tune_cmd
 
+EXIT_STATUS = ("exit status: 0 on success, 1 when `run --check` finds a mismatch, 2 on an error "
+               "(a bad flag or file, or a model tessera cannot compile)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tessera",
         description="tessera, a deep-learning compiler: ONNX models to C, run on the host or a microcontroller.",
+        epilog=EXIT_STATUS,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -35,15 +39,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; returns the exit status (argparse's own exits included, so callers get a number)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, or a bad flag (argparse printed usage and the error)
+        return stop.code if isinstance(stop.code, int) else 2
     try:
         return args.func(args)
-    except TesseraError as err:
+    except (TesseraError, OSError) as err:  # OSError: a file that vanished or cannot be written mid-way
         print(f"tessera: error: {err}", file=sys.stderr)
         return 2
-    except FileNotFoundError as err:
-        print(f"tessera: error: {err}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("tessera: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

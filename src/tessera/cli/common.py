@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TesseraError
+from .paths import readable_file
 
 
 def progress(quiet: bool):
@@ -31,9 +32,15 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
         if not sep or not name:
             raise TesseraError(f"--input-shape {spec!r}: expected NAME:D1,D2,... e.g. image:1,3,224,224")
         try:
-            shapes[name] = tuple(int(d) for d in dims.split(",") if d)
+            shape = tuple(int(d) for d in dims.split(",") if d)
         except ValueError:
-            raise TesseraError(f"--input-shape {spec!r}: dimensions must be integers") from None
+            raise TesseraError(f"--input-shape {spec!r}: dimensions must be integers >= 0") from None
+        if any(d < 0 for d in shape):
+            raise TesseraError(f"--input-shape {spec!r}: got {shape}, dimensions must be integers >= 0 "
+                               "(give every dimension; -1 does not mean 'keep')")
+        if name in shapes:
+            raise TesseraError(f"--input-shape {spec!r}: input {name!r} is given twice")
+        shapes[name] = shape
     return shapes
 
 
@@ -44,7 +51,10 @@ def model_name_for(path: str) -> str:
 
 
 def runs_onnx_nodes(target) -> bool:
-    """Does an accelerator of the target take ONNX nodes tessera lacks?"""
+    """Does an accelerator of the target take ONNX nodes tessera lacks?
+
+    Pass the whole target, not its `.host`: the host has the accelerators stripped.
+    """
     from ..transform.annotate_target import SUPPORTED_OPS
 
     return any("onnx.opaque" in (a.kind.get_attr(SUPPORTED_OPS) or {}) for a in target.accelerators)
@@ -63,13 +73,14 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str
 
     config = {}
     if tuning_log is not None:
+        if Path(tuning_log).exists():  # (a missing log gets TuningLog's hint on making one)
+            readable_file("--tuning-log", tuning_log)
         log = TuningLog.load(tuning_log)  # a missing or malformed log fails here, not halfway through the build
         say(f"using tuning log {tuning_log} ({len(log.records)} measurements)")
         config[LOG_CONFIG_KEY] = log
     tgt = parse_named_targets(target) if is_named_targets(target) else Target(target)
-    host = tgt.host
     say(f"importing {path}")
-    mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(host))
+    mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(tgt))
     instruments = [PrintIRInstrument(["FuseOps", "LowerTE"], sys.stderr)] if dump_ir else []
     with PassContext(opt_level=opt_level, config=config, instruments=instruments) as ctx:
         lib = tessera.build(mod, target=tgt, params=params, ctx=ctx, progress=say, executor=executor,
@@ -89,51 +100,9 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str
 MAX_EMBEDDED_MODEL = 16 << 20
 
 
-def load_inputs(specs: Sequence[str], names: list[str]) -> dict[str, np.ndarray]:
-    inputs: dict[str, np.ndarray] = {}
-    for spec in specs:
-        name, sep, file = spec.partition("=")
-        if not sep:
-            if len(names) != 1:
-                raise TesseraError(f"--input {spec!r}: name the input (NAME=FILE); inputs are {names}")
-            name, file = names[0], spec
-        if name not in names:
-            raise TesseraError(f"--input {spec!r}: the model has no input {name!r}; inputs are {names}")
-        if file.endswith(".npz"):
-            with np.load(file) as data:
-                inputs[name] = data[name] if name in data else data[data.files[0]]
-        else:
-            inputs[name] = np.load(file)
-    return inputs
-
-
-def complete_inputs(inputs: dict[str, np.ndarray], specs: Sequence[tuple[str, tuple[int, ...], str]],
-                    random_input: bool, seed: int) -> dict[str, np.ndarray]:
-    """Fill inputs not given with seeded random values (if allowed)."""
-    rng = np.random.default_rng(seed)
-    for name, shape, dtype in specs:
-        if name not in inputs:
-            if not random_input:
-                raise TesseraError(f"no value for input {name!r}; pass --input {name}=FILE.npy or --random-input")
-            inputs[name] = rng.standard_normal(shape).astype(dtype)
-    return inputs
-
-
 def print_outputs(outputs: Sequence[np.ndarray]) -> None:
     for i, out in enumerate(outputs):
         flat = out.reshape(-1)
         head = ", ".join(f"{v:.6g}" for v in flat[:8]) + (", ..." if flat.size > 8 else "")
         extra = f"  argmax={int(np.argmax(flat))}" if out.dtype.kind == "f" and flat.size > 1 else ""
         print(f"output {i}: shape {out.shape} {out.dtype} [{head}]{extra}")
-
-
-def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], rtol: float, atol: float) -> bool:
-    """Print the largest difference per output; True when all are within tolerance."""
-    ok = True
-    for k, (a, b) in enumerate(zip(outputs, expected)):
-        diff = float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0
-        within = bool(np.allclose(a, b, rtol=rtol, atol=atol))
-        ok &= within
-        print(f"output {k}: max |tessera - onnxruntime| = {diff:.3g} "
-              f"({'within' if within else 'OUTSIDE'} rtol={rtol:g}, atol={atol:g})")
-    return ok

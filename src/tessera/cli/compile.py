@@ -5,70 +5,101 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..errors import TesseraError
+from .artefacts import OUTPUT_RULE, TARBALL_SUFFIX, executor_for_output
 from .common import compile_onnx, model_name_for, parse_shapes, progress
+from .flags import c_module_name, non_empty, target_string
+from .paths import make_parent, readable_file, writable_file, writable_folder
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "compile", help="compile an ONNX model",
-        description="Compile MODEL.onnx. With the graph executor (default) the result is one shared library "
-                    "holding the kernels, the graph and the weights (run it with `tessera run`). With "
-                    "--executor aot it is standalone C in Model Library Format (a .tar, or a folder): "
-                    "kernels, executor, header, weights, C runtime and metadata.json.")
+        description="Compile MODEL.onnx. With the graph executor (-o model.so) the result is one shared library "
+                    "holding the kernels, the graph and the weights (run it with `tessera run`). With the aot "
+                    "executor (-o model.tar, or a folder) it is standalone C in Model Library Format: kernels, "
+                    "executor, header, weights, C runtime and metadata.json. Without --executor the output's "
+                    "suffix picks the executor: " + OUTPUT_RULE + ".")
     p.add_argument("model", help="path to an .onnx file")
-    p.add_argument("-o", "--output", required=True, help="output: model.so (graph) or model.tar / a folder (aot)")
-    p.add_argument("-t", "--target", default="c",
+    p.add_argument("-o", "--output", required=True, type=non_empty,
+                   help="output: model.so (graph executor) or model.tar / a folder (aot)")
+    p.add_argument("-t", "--target", default="c", type=target_string,
                    help="target: e.g. 'c', 'c -mcpu=cortex-m7', or an alias such as 'blas' or 'onnxruntime' "
                         "(see `tessera targets`), or named pieces 'little: c -mcpu=cortex-m0; big: c -mcpu=cortex-m7' "
                         "(the first is the host); default c")
-    p.add_argument("--executor", choices=("graph", "aot"), default="graph",
-                   help="graph: a library run by tessera's graph executor; aot: standalone C (default graph)")
-    p.add_argument("--mod-name", help="prefix of the generated C symbols, tsgen_<name>_ (aot; default: file name)")
+    p.add_argument("--executor", choices=("graph", "aot"), default=None,
+                   help="graph: a library run by tessera's graph executor; aot: standalone C (default: from the "
+                        "output's suffix, .so graph, .tar aot)")
+    p.add_argument("--mod-name", type=c_module_name,
+                   help="prefix of the generated C symbols, tsgen_<name>_ (aot; default: file name)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
                    help="fix an input's shape (needed when the model has symbolic dimensions); repeatable")
     p.add_argument("--opt-level", type=int, default=2, choices=range(0, 4),
                    help="0 = one kernel per operator, >= 1 fuses and folds constants (default 2)")
-    p.add_argument("--tuning-log", metavar="LOG.json",
+    p.add_argument("--tuning-log", metavar="LOG.json", type=non_empty,
                    help="use the schedules measured by `tessera tune` (kernels not in the log use defaults)")
-    p.add_argument("--report", metavar="FILE.html",
+    p.add_argument("--report", metavar="FILE.html", type=non_empty,
                    help="print which operators went to which target and draw the graph coloured by target")
-    p.add_argument("--memory-report", metavar="FILE.svg",
+    p.add_argument("--memory-report", metavar="FILE.svg", type=non_empty,
                    help="print the planned memory (peak, lower bounds, pools) and draw the pools over time")
-    p.add_argument("--emit-c", metavar="DIR", help="also write the generated C sources to DIR (graph)")
+    p.add_argument("--emit-c", metavar="DIR", type=non_empty,
+                   help="also write the generated C sources to DIR (graph; an aot export holds them already)")
     p.add_argument("--dump-ir", action="store_true", help="print the IR after fusion and lowering to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=run)
 
 
+def _check_paths(args: argparse.Namespace, executor: str) -> None:
+    """Every file the command reads or writes, before the compile starts."""
+    readable_file("model", args.model)
+    if executor == "aot" and not args.output.endswith(TARBALL_SUFFIX):
+        writable_folder("-o", args.output)
+    else:
+        writable_file("-o", args.output)
+    if args.report:
+        writable_file("--report", args.report)
+    if args.memory_report:
+        writable_file("--memory-report", args.memory_report)
+    if args.emit_c:
+        if executor == "aot":
+            raise TesseraError("--emit-c writes the graph executor's C sources; an aot export already holds its "
+                               "C (codegen/host/src in the Model Library Format output)")
+        writable_folder("--emit-c", args.emit_c)
+
+
 def run(args: argparse.Namespace) -> int:
+    executor = executor_for_output(args.output, args.executor)
+    _check_paths(args, executor)
+    shapes = parse_shapes(args.input_shape)
     say = progress(args.quiet)
-    mod_name = args.mod_name or (model_name_for(args.model) if args.executor == "aot" else "default")
-    lib = compile_onnx(args.model, parse_shapes(args.input_shape), say, args.target, args.opt_level,
-                       args.dump_ir, args.executor, mod_name, args.tuning_log)
+    mod_name = args.mod_name or (model_name_for(args.model) if executor == "aot" else "default")
+    lib = compile_onnx(args.model, shapes, say, args.target, args.opt_level, args.dump_ir, executor, mod_name,
+                       args.tuning_log)
     if args.report:
         from ..backend.report import partition_report
 
-        report = partition_report(lib.partitioned_mod if args.executor == "aot" else lib)
+        report = partition_report(lib.partitioned_mod if executor == "aot" else lib)
         print(report.text())
-        Path(args.report).write_text(report.html(f"tessera: {Path(args.model).name} for {args.target}"))
+        title = f"tessera: {Path(args.model).name} for {args.target}"
+        make_parent(Path(args.report)).write_text(report.html(title))
         print(f"wrote {args.report}")
     if args.memory_report:
         from ..backend.memory_report import memory_report
 
         mem = memory_report(lib)
         print(mem.text())
-        Path(args.memory_report).write_text(mem.svg(f"tessera: {Path(args.model).name}, memory"))
+        make_parent(Path(args.memory_report)).write_text(mem.svg(f"tessera: {Path(args.model).name}, memory"))
         print(f"wrote {args.memory_report}")
     out = Path(args.output)
     say(f"exporting {out}")
     lib.export_library(out)
-    if args.emit_c and args.executor == "graph":
+    if args.emit_c:
         folder = Path(args.emit_c)
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in lib.c_sources.items():
             (folder / name).write_text(text)
         say(f"wrote generated C to {folder}/")
-    if args.executor == "aot":
+    if executor == "aot":
         meta = lib.metadata()
         pools = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in meta["pools"])
         print(f"model {meta['model_name']}: weights {meta['params_bytes']} B, pools {pools} "

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 
+from .flags import non_empty
+
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("ops", help="list the ONNX operators tessera can import")
     p.set_defaults(func=ops)
     p = sub.add_parser("targets", help="list target kinds with their attributes, defaults and hooks",
                        description="Without KIND: every registered target kind and alias. With KIND: that kind.")
-    p.add_argument("kind", nargs="?", help="a target kind name, e.g. c")
+    p.add_argument("kind", nargs="?", type=non_empty, help="a target kind name, e.g. c")
     p.set_defaults(func=targets)
 
 

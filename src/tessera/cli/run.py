@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import TesseraError
-from .common import (
-    compare, compile_onnx, complete_inputs, load_inputs, model_name_for, parse_shapes, print_outputs, progress,
-)
+from .artefacts import executor_for_module, module_kind
+from .common import compile_onnx, model_name_for, parse_shapes, print_outputs, progress
+from .flags import board_name, non_empty, non_negative_int, positive_int, target_string
+from .inputs import InputSpec, complete_inputs, load_inputs
+from .paths import make_parent, readable_file, writable_file
 
 CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-4
 
@@ -18,129 +23,183 @@ CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-4
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "run", help="run a compiled model (or compile and run an .onnx file)",
-        description="Run MODULE: a .so from `tessera compile`, a Model Library Format tarball (--executor aot), "
-                    "or an .onnx file compiled on the fly. With --board the model is built with "
-                    "arm-none-eabi-gcc for that Cortex-M board and run under qemu-system-arm.")
-    p.add_argument("module", help="model.so, model.tar (Model Library Format) or model.onnx")
+        description="Run MODULE: a .so from `tessera compile` (graph executor), a Model Library Format tarball "
+                    "or folder (AOT executor), or an .onnx file compiled on the fly. With --board the model is "
+                    "built with arm-none-eabi-gcc for that Cortex-M board and run under qemu-system-arm.")
+    p.add_argument("module", type=non_empty, help="model.so, model.tar (Model Library Format) or model.onnx")
     p.add_argument("--executor", choices=("graph", "aot"), default=None,
-                   help="how to run an .onnx file (default graph, or aot with --board); a .tar is always aot")
-    p.add_argument("--board", help="run on an emulated board: mps2-an385 (M3), mps2-an386 (M4), mps2-an500 (M7), "
-                                   "mps3-an547 (M55)")
-    p.add_argument("-t", "--target", help="target when MODULE is an .onnx file (default: c, or the board's core)")
+                   help="how to run an .onnx file (default graph, or aot with --board); a .so is always graph, "
+                        "a .tar always aot")
+    p.add_argument("--board", type=board_name,
+                   help="run on an emulated board: mps2-an385 (M3), mps2-an386 (M4), mps2-an500 (M7), "
+                        "mps3-an547 (M55)")
+    p.add_argument("-t", "--target", type=target_string,
+                   help="target when MODULE is an .onnx file (default: c, or the board's core)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
                    help="input values from a .npy (or .npz) file; repeatable")
-    p.add_argument("--random-input", action="store_true", help="fill inputs not given with seeded random values")
-    p.add_argument("--seed", type=int, default=0, help="seed for --random-input and --check (default 0)")
+    p.add_argument("--random-input", action="store_true",
+                   help="fill every input not given with seeded random values: floats N(0, 1), booleans and "
+                        "8-bit integers uniform over their range, wider integers uniform in [0, 15]")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for --random-input and --check (default 0)")
     p.add_argument("--check", action="store_true",
                    help="compare the outputs with onnxruntime on a seeded random input; exit 1 on a mismatch")
-    p.add_argument("--compare-onnx", metavar="MODEL.onnx", help="the model to compare with (default: MODULE, "
-                   "or the one embedded in a Model Library Format tarball)")
+    p.add_argument("--compare-onnx", metavar="MODEL.onnx", type=non_empty,
+                   help="the model to compare with (default: MODULE, or the one embedded in a Model Library "
+                        "Format tarball); it must be the model MODULE was compiled from")
     p.add_argument("--count-instructions", action="store_true", help="count guest instructions (with --board)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
                    help="input shapes when MODULE is an .onnx file with symbolic dimensions")
-    p.add_argument("--tuning-log", metavar="LOG.json",
+    p.add_argument("--tuning-log", metavar="LOG.json", type=non_empty,
                    help="when MODULE is an .onnx file: use the schedules measured by `tessera tune`")
-    p.add_argument("--repeat", type=int, default=1, help="graph executor: run this many times, print the median latency")
-    p.add_argument("--output", metavar="FILE.npz", help="save the outputs")
+    p.add_argument("--repeat", type=positive_int, default=1,
+                   help="graph executor: run this many times, print the median latency (default 1)")
+    p.add_argument("--output", metavar="FILE.npz", type=non_empty, help="save the outputs (arr_0, arr_1, ...)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.check:
-        args.random_input = True
-    executor = args.executor or ("aot" if args.board or args.module.endswith(".tar") or Path(args.module).is_dir()
-                                 else "graph")
-    if args.board and executor != "aot":
-        raise TesseraError("--board runs AOT-compiled C; use --executor aot (or drop --executor)")
+@dataclass
+class Opened:
+    """A module ready to run: its inputs by position, how to run it, and its embedded ONNX model if any."""
+
+    specs: list[InputSpec]
+    execute: Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+    reference: str | bytes | None = None
+    owner: object = None  # keeps temporary files (an unpacked tarball) alive while the module runs
+
+
+def _check_flags(args: argparse.Namespace, executor: str) -> None:
+    """Flags that do not fit MODULE or each other, refused before anything is built."""
+    compiled = module_kind(args.module) != "onnx"
+    for flag, value in (("-t", args.target), ("--input-shape", args.input_shape), ("--tuning-log", args.tuning_log)):
+        if compiled and value:
+            raise TesseraError(f"{flag} applies when MODULE is an .onnx file; {args.module} is already compiled "
+                               "(pass it to `tessera compile`)")
     if args.count_instructions and not args.board:
         raise TesseraError("--count-instructions needs --board (instructions are counted under QEMU)")
-    if args.tuning_log and not args.module.endswith(".onnx"):
-        raise TesseraError(f"--tuning-log applies when compiling an .onnx file; {args.module} is already compiled "
-                           "(pass the log to `tessera compile`)")
-    outputs, inputs, reference = (_run_aot if executor == "aot" else _run_graph)(args)
+    if args.repeat != 1 and executor != "graph":
+        raise TesseraError(f"--repeat {args.repeat} times the graph executor; the aot executor runs once "
+                           "(use --count-instructions with --board to measure it)")
+    if args.check and args.compare_onnx is None and module_kind(args.module) == "library":
+        raise TesseraError(f"--check: {args.module} holds no ONNX model; pass --compare-onnx MODEL.onnx")
+    if args.compare_onnx:
+        readable_file("--compare-onnx", args.compare_onnx)
+    if args.tuning_log and Path(args.tuning_log).exists():
+        readable_file("--tuning-log", args.tuning_log)
+    if args.output:
+        if not args.output.endswith(".npz"):
+            raise TesseraError(f"--output {args.output}: outputs are saved with numpy.savez; name the file "
+                               "FILE.npz")
+        writable_file("--output", args.output)
+    parse_shapes(args.input_shape)  # malformed shapes fail now, not after the module is loaded
+
+
+def run(args: argparse.Namespace) -> int:
+    from .reference import check_outputs, compare, load_reference, match_inputs, named_like, run_reference
+
+    executor = executor_for_module(args.module, args.executor, args.board)
+    _check_flags(args, executor)
+    comparing = args.check or args.compare_onnx is not None
+    label = f"--compare-onnx {args.compare_onnx}" if args.compare_onnx else f"the ONNX model of {args.module}"
+    reference = load_reference(args.compare_onnx, label) if args.compare_onnx else None  # fails before a build
+    with contextlib.ExitStack() as stack:
+        opened = (_open_aot if executor == "aot" else _open_graph)(args, stack)
+        if reference is None and opened.reference is not None:
+            reference = load_reference(opened.reference, label)
+        if comparing and reference is None:
+            raise TesseraError(f"--check: {args.module} holds no ONNX model; pass --compare-onnx MODEL.onnx")
+        specs = opened.specs
+        if comparing:
+            specs = match_inputs(reference, specs, label)
+        elif reference is not None:
+            specs = named_like(reference, specs)
+        values = complete_inputs(load_inputs(args.input, specs), specs, args.random_input or args.check, args.seed)
+        outputs = opened.execute(values)
     print_outputs(outputs)
     if args.output:
-        np.savez(args.output, *outputs)
+        np.savez(make_parent(Path(args.output)), *outputs)
         print(f"wrote {args.output}")
-    if args.check or args.compare_onnx:
-        if reference is None:
-            raise TesseraError("no ONNX model to compare with: pass --compare-onnx MODEL.onnx")
-        from ..testing.models import is_quantized, ort_run
-        import onnx
-
-        model = onnx.load_from_string(reference) if isinstance(reference, bytes) else onnx.load(str(reference))
-        # int8 models: compare with ONNX's definition, which tessera matches bit for bit (docs/quantization.md)
-        expected = ort_run(model, inputs, optimize=not is_quantized(model))
-        if not compare(outputs, expected, CHECK_RTOL, CHECK_ATOL) and args.check:
-            print("CHECK FAILED")
-            return 1
-        if args.check:
-            print("CHECK OK")
+    if not comparing:
+        return 0
+    expected = run_reference(reference, label, values)
+    check_outputs(outputs, expected, label)
+    if not compare(outputs, expected, CHECK_RTOL, CHECK_ATOL) and args.check:
+        print("CHECK FAILED")
+        return 1
+    if args.check:
+        print("CHECK OK")
     return 0
 
 
-def _run_graph(args: argparse.Namespace):
+def _open_graph(args: argparse.Namespace, stack: contextlib.ExitStack) -> Opened:
     from ..runtime import GraphModule, load_module
 
     say = progress(args.quiet)
-    reference = args.compare_onnx
-    if args.module.endswith(".onnx"):
+    reference = None
+    if module_kind(args.module) == "onnx":
         lib = compile_onnx(args.module, parse_shapes(args.input_shape), say, args.target or "c",
                            tuning_log=args.tuning_log)
-        reference = reference or args.module
+        reference = args.module
     else:
-        lib = load_module(args.module)
+        lib = load_module(Path(args.module).absolute())  # a bare "model.so" is not searched for on the system path
     gm = GraphModule(lib)
-    names = gm.input_names
-    specs = [(n, gm.input_shape(k), gm.input_dtype(k)) for k, n in enumerate(names)]
-    inputs = complete_inputs(load_inputs(args.input, names), specs, args.random_input, args.seed)
-    gm.set_input(**inputs)
-    gm.run()
-    outputs = [gm.get_output(i) for i in range(gm.num_outputs)]
-    if args.repeat > 1:
-        times = gm.benchmark(args.repeat)
-        print(f"latency: median {np.median(times) * 1e3:.3f} ms over {args.repeat} runs")
-    return outputs, inputs, reference
+    # by position: two inputs may share a name (see inputs.py), and lib.input_names keeps both
+    specs = [InputSpec((name,), gm.input_shape(k), np.dtype(gm.input_dtype(k)))
+             for k, name in enumerate(lib.input_names)]
+
+    def execute(values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        for k, value in enumerate(values):
+            gm.set_input(k, value)
+        gm.run()
+        outputs = [gm.get_output(i) for i in range(gm.num_outputs)]
+        if args.repeat > 1:
+            times = gm.benchmark(args.repeat)
+            print(f"latency: median {np.median(times) * 1e3:.3f} ms over {args.repeat} runs")
+        return outputs
+
+    return Opened(specs, execute, reference)
 
 
-def _run_aot(args: argparse.Namespace):
-    from ..backend.aot.runner import MlfModel, run_on_board, run_on_host
-    from ..micro.boards import get_board
-    from ..target.builtin import c_toolchain
-    from ..target import Target
+def _open_aot(args: argparse.Namespace, stack: contextlib.ExitStack) -> Opened:
     import tempfile
 
+    from ..backend.aot.runner import MlfModel, run_on_board, run_on_host
+    from ..micro.boards import get_board
+    from ..target import Target
+    from ..target.builtin import c_toolchain
+
     say = progress(args.quiet)
-    board = get_board(args.board) if args.board else None
-    reference = args.compare_onnx
-    with tempfile.TemporaryDirectory(prefix="tessera-run-") as tmp:
-        if args.module.endswith(".onnx"):
-            target = args.target or (board.target_string if board else "c")
-            lib = compile_onnx(args.module, parse_shapes(args.input_shape), say, target, executor="aot",
-                               mod_name=model_name_for(args.module), tuning_log=args.tuning_log)
-            folder, sig = lib.export_library(Path(tmp)), lib.signature
-            reference = reference or args.module
-        else:
-            mlf = MlfModel(args.module)
-            folder, sig = mlf.folder, mlf.signature
-            if reference is None and mlf.reference_model is not None:
-                reference = mlf.reference_model.read_bytes()  # the folder goes away with `mlf`
-        names = [t.name for t in sig.inputs]
-        specs = [(t.name, t.type.shape, t.type.dtype) for t in sig.inputs]
-        inputs = complete_inputs(load_inputs(args.input, names), specs, args.random_input, args.seed)
-        values = [inputs[n] for n in names]
+    board = get_board(args.board) if args.board is not None else None
+    reference: str | bytes | None = None
+    owner: object = None
+    if module_kind(args.module) == "onnx":
+        target = args.target or (board.target_string if board else "c")
+        lib = compile_onnx(args.module, parse_shapes(args.input_shape), say, target, executor="aot",
+                           mod_name=model_name_for(args.module), tuning_log=args.tuning_log)
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="tessera-run-"))
+        folder, sig = lib.export_library(Path(tmp)), lib.signature
+        reference = args.module
+    else:
+        mlf = MlfModel(Path(args.module).absolute())
+        owner = mlf
+        folder, sig = mlf.folder, mlf.signature
+        if mlf.reference_model is not None:
+            reference = mlf.reference_model.read_bytes()
+    specs = [InputSpec((t.name,), tuple(t.type.shape), np.dtype(t.type.dtype)) for t in sig.inputs]
+
+    def execute(values: Sequence[np.ndarray]) -> list[np.ndarray]:
         if board is None:
             say("building and running on the host")
-            outputs = run_on_host(folder, sig, values, c_toolchain(Target("c")))
-        else:
-            say(f"building for {board.name} ({board.cpu}) and running under QEMU")
-            outputs, result = run_on_board(folder, sig, board.name, values, args.count_instructions)
-            s = result.sizes
-            print(f"{board.name}: flash {s.flash} bytes (.text {s.text} + .rodata {s.rodata} + .data {s.data}), "
-                  f"RAM {s.ram} bytes (.data {s.data} + .bss {s.bss} + pools in .arena {s.arena})")
-            if result.inference_instructions is not None:
-                print(f"instructions per inference: {result.inference_instructions} "
-                      f"(whole program: {result.qemu.instructions})")
-            print(f"QEMU ran for {result.qemu.seconds:.2f} s")
-    return outputs, inputs, reference
+            return run_on_host(folder, sig, list(values), c_toolchain(Target("c")))
+        say(f"building for {board.name} ({board.cpu}) and running under QEMU")
+        outputs, result = run_on_board(folder, sig, board.name, list(values), args.count_instructions)
+        s = result.sizes
+        print(f"{board.name}: flash {s.flash} bytes (.text {s.text} + .rodata {s.rodata} + .data {s.data}), "
+              f"RAM {s.ram} bytes (.data {s.data} + .bss {s.bss} + pools in .arena {s.arena})")
+        if result.inference_instructions is not None:
+            print(f"instructions per inference: {result.inference_instructions} "
+                  f"(whole program: {result.qemu.instructions})")
+        print(f"QEMU ran for {result.qemu.seconds:.2f} s")
+        return outputs
+
+    return Opened(specs, execute, reference, owner)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from ..errors import TesseraError
 from .common import parse_shapes, progress, runs_onnx_nodes
+from .flags import non_empty, positive_int, positive_seconds, target_string
+from .paths import make_parent, readable_file, writable_file
 
 
 def add_parser(sub) -> None:
@@ -17,15 +17,19 @@ def add_parser(sub) -> None:
                     "log is extended: configurations it holds are not measured again. Use the log with "
                     "`tessera compile --tuning-log LOG.json` (or `tessera run`). Logs are machine-specific.")
     p.add_argument("model", help="path to an .onnx file")
-    p.add_argument("-o", "--output", required=True, metavar="LOG.json", help="the tuning log to write (or extend)")
-    p.add_argument("-t", "--target", default="c", help="target the kernels are built for (default c)")
-    p.add_argument("--trials", type=int, metavar="N", help="at most N configurations per kernel (default all)")
-    p.add_argument("--budget", type=float, metavar="SECONDS",
+    p.add_argument("-o", "--output", required=True, metavar="LOG.json", type=non_empty,
+                   help="the tuning log to write (or extend)")
+    p.add_argument("-t", "--target", default="c", type=target_string,
+                   help="target the kernels are built for (default c)")
+    p.add_argument("--trials", type=positive_int, metavar="N",
+                   help="at most N configurations per kernel (default all)")
+    p.add_argument("--budget", type=positive_seconds, metavar="SECONDS",
                    help="start no new measurement after this many seconds (default no limit)")
-    p.add_argument("--repeat", type=int, default=5, help="timing samples per configuration (default 5)")
+    p.add_argument("--repeat", type=positive_int, default=5, help="timing samples per configuration (default 5)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
                    help="fix an input's shape (needed when the model has symbolic dimensions); repeatable")
-    p.add_argument("--threads", type=int, default=1, help="threads each kernel runs on while measured (default 1)")
+    p.add_argument("--threads", type=positive_int, default=1,
+                   help="threads each kernel runs on while measured (default 1)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=run)
 
@@ -36,18 +40,16 @@ def run(args: argparse.Namespace) -> int:
     from ..tune import tune
     from ..tune.tuner import config_text
 
-    if args.trials is not None and args.trials < 1:
-        raise TesseraError(f"--trials must be at least 1, got {args.trials}")
-    if args.threads < 1:
-        raise TesseraError(f"--threads must be at least 1, got {args.threads}")
-    if args.repeat < 1:
-        raise TesseraError(f"--repeat must be at least 1, got {args.repeat}")
+    readable_file("model", args.model)
+    out = writable_file("-o", args.output)
+    if out.exists():  # an existing log is extended, so it is read first
+        readable_file("-o", args.output)
+    shapes = parse_shapes(args.input_shape)
     say = progress(args.quiet)
     target = Target(args.target)
     say(f"importing {args.model}")
-    mod, params = from_onnx(args.model, shape=parse_shapes(args.input_shape) or None,
-                            opaque_unsupported=runs_onnx_nodes(target.host))
-    out = Path(args.output)
+    mod, params = from_onnx(args.model, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(target))
+    make_parent(out)
     tuned = tune(mod, target, params, log=out, trials=args.trials, budget=args.budget, progress=say,
                  repeat=args.repeat, threads=args.threads)
     default = sum(r.default_seconds or 0.0 for r in tuned.results)

@@ -44,7 +44,9 @@ class SharedLibrary:
     """A loaded shared object; `kernel(name)` returns a C function pointer."""
 
     def __init__(self, path: Path, owner_dir: tempfile.TemporaryDirectory | None = None) -> None:
-        self.path = Path(path)
+        # An absolute path: given a bare name ("model.so"), dlopen would search the
+        # system library path instead of the current folder, and could load a system library.
+        self.path = Path(path).absolute()
         self._lib = ctypes.CDLL(str(self.path))
         self._owner = owner_dir
         if owner_dir is not None:
