@@ -55,7 +55,8 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     if not options:
         return ""
     best = min(options, key=lambda c: (edit_distance(name.lower(), c.lower()), c))
-    limit = max(1, len(name) // 3)
+    # a suggestion must keep some of what was typed: 'c' is not a misspelling of 'a'
+    limit = min(max(1, len(name) // 3), max(len(name), len(best)) - 1)
     if edit_distance(name.lower(), best.lower()) <= limit:
         return f" (did you mean {best!r}?)"
     close = difflib.get_close_matches(name, options, n=1, cutoff=0.75)

@@ -120,3 +120,11 @@ def test_hand_written_affine_after_conv_folds_into_its_weights():
     assert ops == ["nn.conv2d", "add"]
     xv = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
     np.testing.assert_allclose(tessera.build(simplified)(xv)[0], tessera.build(mod)(xv)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_did_you_mean_keeps_part_of_what_was_typed():
+    from tessera.errors import did_you_mean
+
+    assert did_you_mean("c", ["a", "b"]) == ""  # a one-letter name is not a misspelling of another
+    assert did_you_mean("blsa", ["blas", "c"]) == " (did you mean 'blas'?)"
+    assert did_you_mean("ab", ["ac"]) == " (did you mean 'ac'?)"
