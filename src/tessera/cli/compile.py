@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..util.atomic import atomic_write_text
 from .common import compile_onnx, model_name_for, parse_shapes, progress
 
 
@@ -50,14 +51,14 @@ def run(args: argparse.Namespace) -> int:
 
         report = partition_report(lib.partitioned_mod if args.executor == "aot" else lib)
         print(report.text())
-        Path(args.report).write_text(report.html(f"tessera: {Path(args.model).name} for {args.target}"))
+        atomic_write_text(args.report, report.html(f"tessera: {Path(args.model).name} for {args.target}"))
         print(f"wrote {args.report}")
     if args.memory_report:
         from ..backend.memory_report import memory_report
 
         mem = memory_report(lib)
         print(mem.text())
-        Path(args.memory_report).write_text(mem.svg(f"tessera: {Path(args.model).name}, memory"))
+        atomic_write_text(args.memory_report, mem.svg(f"tessera: {Path(args.model).name}, memory"))
         print(f"wrote {args.memory_report}")
     out = Path(args.output)
     say(f"exporting {out}")
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         folder = Path(args.emit_c)
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in lib.c_sources.items():
-            (folder / name).write_text(text)
+            atomic_write_text(folder / name, text)
         say(f"wrote generated C to {folder}/")
     if args.executor == "aot":
         meta = lib.metadata()

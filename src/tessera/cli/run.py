@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import TesseraError
+from ..util.atomic import atomic_write_bytes
 from .common import (
     compare, compile_onnx, complete_inputs, load_inputs, model_name_for, parse_shapes, print_outputs, progress,
 )
@@ -61,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     outputs, inputs, reference = (_run_aot if executor == "aot" else _run_graph)(args)
     print_outputs(outputs)
     if args.output:
-        np.savez(args.output, *outputs)
+        buffer = io.BytesIO()
+        np.savez(buffer, *outputs)
+        atomic_write_bytes(args.output, buffer.getvalue())
         print(f"wrote {args.output}")
     if args.check or args.compare_onnx:
         if reference is None:
