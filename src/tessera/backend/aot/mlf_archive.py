@@ -121,17 +121,21 @@ def _read_tar(path: Path) -> dict[str, bytes]:
 
 
 def _read_folder(path: Path) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
+    """SHA256SUMS and the files it lists; other files (e.g. the user's own build) are left out."""
+    manifest = path / MANIFEST
+    root = path.resolve()
     try:
-        for folder, dirs, names in os.walk(path):
-            for entry in [*dirs, *names]:
-                full = Path(folder) / entry
-                if full.is_symlink() or not (full.is_dir() or full.is_file()):
-                    raise ArtifactError(f"{path}: {full.relative_to(path)} is a link or special file; a Model "
-                                        "Library Format folder holds only files and folders")
-            for entry in names:
-                full = Path(folder) / entry
-                files[full.relative_to(path).as_posix()] = full.read_bytes()
+        if not manifest.is_file():
+            return {}  # `_verify` says what is missing
+        files = {MANIFEST: manifest.read_bytes()}
+        for name in parse_manifest(files[MANIFEST].decode("ascii", "replace"), f"{path}: {MANIFEST}"):
+            relative = _member_path(name, path)
+            full = path / relative
+            if full.is_symlink() or full.resolve() != root / relative or (full.exists() and not full.is_file()):
+                raise ArtifactError(f"{path}: {name} is a link or special file; a Model Library Format folder "
+                                    "holds only regular files")
+            if full.is_file():
+                files[name] = full.read_bytes()
     except OSError as exc:
         raise ArtifactError(f"cannot read {path}: {exc.strerror or exc}") from None
     return files
@@ -197,7 +201,8 @@ def parse_metadata(data: bytes, source: str) -> dict:
         require(isinstance(tensors, list), f"expected '{group}': a list of tensors")
         for k, t in enumerate(tensors):
             where = f"{group}[{k}]"
-            require(isinstance(t, dict) and isinstance(t.get("name"), str), f"{where}: expected an object with a 'name'")
+            require(isinstance(t, dict) and isinstance(t.get("name"), str),
+                    f"{where}: expected an object with a 'name'")
             shape = t.get("shape")
             require(isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape),
                     f"{where}.shape: got {str(shape)[:40]}, expected a list of sizes >= 0")
