@@ -115,6 +115,13 @@ def test_damaged_member_fails_its_checksum(files, tmp_path):
         MlfModel(path)
 
 
+def test_file_and_folder_of_one_name_is_refused(files, tmp_path):
+    name = next(n for n in files if n.endswith("_executor.c"))
+    path = write_tar(with_manifest({**files, f"{name}/inner.c": b"int y;\n"}), tmp_path / "clash.tar")
+    with pytest.raises(ArtifactError, match="cannot unpack"):
+        MlfModel(path)
+
+
 def test_archive_without_manifest_is_refused(files, tmp_path):
     path = write_tar(dict(files), tmp_path / "old.tar")
     with pytest.raises(ArtifactError, match="has no SHA256SUMS"):

@@ -177,7 +177,10 @@ def unpack(path: Path, dest: Path) -> dict:
         raise ArtifactError(f"no such Model Library Format export: {path}")
     _verify(files, path)
     metadata = parse_metadata(files[METADATA], f"{path}: {METADATA}")
-    _write_tree(files, dest)
+    try:
+        _write_tree(files, dest)
+    except OSError as exc:  # e.g. both "a" and "a/b" listed
+        raise ArtifactError(f"{path}: cannot unpack {exc.filename}: {exc.strerror or exc}") from None
     return metadata
 
 
