@@ -200,6 +200,8 @@ def _graph_edit(edit) -> str:
     (lambda: _graph_edit(lambda d: d.pop("entries")), "missing field 'entries'"),
     (lambda: _graph_edit(lambda d: d["nodes"][2].__setitem__("inputs", [[7, 0]])), r"nodes\[2\].inputs\[0\]"),
     (lambda: _graph_edit(lambda d: d["entries"][2].__setitem__("offset", 10**9)), r"entries\[2\].offset"),
+    (lambda: _graph_edit(lambda d: d["entries"][2].__setitem__("storage_id", [1])), r"entries\[2\].storage_id"),
+    (lambda: _graph_edit(lambda d: d.__setitem__("pool_size", 10**12)), "pool_size: got 1000000000000, more than"),
     (lambda: _graph_edit(lambda d: d["entries"][0].__setitem__("dtype", "object")), "got dtype 'object'"),
     (lambda: _graph_edit(lambda d: d.__setitem__("node_row_ptr", [0, 1])), "node_row_ptr: got 2 items"),
     (lambda: _graph_edit(lambda d: d["nodes"][2].__setitem__("func", "no_such_kernel")), "calls no_such_kernel"),

@@ -18,6 +18,7 @@ from ..errors import ArtifactError
 from .params_blob import checked_dtype
 
 NODE_OPS = ("input", "param", "kernel")
+MAX_ALIGNMENT = 4096  # allowance per pooled tensor: more than any alignment the memory planner uses
 
 
 def _is_int(value: object) -> bool:
@@ -63,14 +64,16 @@ def parse_graph_json(data: bytes, source: str) -> dict:
               "node_row_ptr", f"expected a rising sequence from 0 to {len(entries)} (the entry count)")
     pool_size = c.field(doc, "pool_size", int, "graph") if "pool_size" in doc else None
     c.require(pool_size is None or pool_size >= 0, "pool_size", "negative")
-    for nid, node in enumerate(nodes):
-        _check_node(c, node, nid, nodes, row_ptr, entries, pool_size)
+    pooled = sum(_check_node(c, node, nid, nodes, row_ptr, entries, pool_size) for nid, node in enumerate(nodes))
+    # the pool holds kernel results and scratch, each aligned: a larger one is damage, not a plan
+    c.require(pool_size is None or pool_size <= pooled, "pool_size",
+              f"got {pool_size}, more than the {pooled} bytes its tensors and their alignment can need")
     for k, out in enumerate(c.field(doc, "outputs", list, "graph")):  # type: ignore[arg-type]
         _check_ref(c, out, f"outputs[{k}]", len(nodes), row_ptr)
     for k, nid in enumerate(c.int_list(c.field(doc, "inputs", list, "graph"), "inputs")):
         c.require(0 <= nid < len(nodes) and nodes[nid]["op"] == "input", f"inputs[{k}]",
                   f"got node {nid}, expected the id of an input node")
-    for k, seg in enumerate(doc.get("segments", [])):
+    for k, seg in enumerate(c.field(doc, "segments", list, "graph") if "segments" in doc else []):
         where = f"segments[{k}]"
         c.require(isinstance(seg, dict), where, "expected an object")
         c.field(seg, "func", str, where)
@@ -88,33 +91,39 @@ def _check_ref(c: _Checker, ref: object, where: str, upto: int, row_ptr: list[in
 
 
 def _check_node(c: _Checker, node: object, nid: int, nodes: list, row_ptr: list[int], entries: list,
-                pool_size: int | None) -> None:
+                pool_size: int | None) -> int:
+    """Checks one node and its entries; the most pool bytes they can take (alignment included)."""
     where = f"nodes[{nid}]"
+    pooled = 0
     c.require(isinstance(node, dict), where, "expected an object")
     op = c.field(node, "op", str, where)  # type: ignore[arg-type]
     c.require(op in NODE_OPS, f"{where}.op", f"got {op!r}, expected one of {', '.join(NODE_OPS)}")
     c.field(node, "name", str, where)
     for k in range(row_ptr[nid], row_ptr[nid + 1]):
         nbytes = _check_entry(c, entries[k], f"entries[{k}] (of {where})")
-        if op == "kernel" and pool_size is not None:
+        if op != "kernel":
+            continue
+        pooled += nbytes + MAX_ALIGNMENT
+        c.require(_is_int(entries[k].get("storage_id")) and entries[k]["storage_id"] >= 0,
+                  f"entries[{k}].storage_id", "expected a storage id >= 0")
+        if pool_size is not None:
             offset = entries[k].get("offset")
             c.require(_is_int(offset) and 0 <= offset and offset + nbytes <= pool_size, f"entries[{k}].offset",
                       f"got {offset}, expected a place for {nbytes} bytes inside the {pool_size}-byte pool")
-        elif op == "kernel":
-            c.require(_is_int(entries[k].get("storage_id")) and entries[k]["storage_id"] >= 0,
-                      f"entries[{k}].storage_id", "expected a storage id >= 0")
     if op != "kernel":
         c.require(row_ptr[nid + 1] - row_ptr[nid] == 1, where, "an input or parameter has exactly one entry")
-        return
+        return 0
     c.field(node, "func", str, where)
     c.require(c.field(node, "num_outputs", int, where) == row_ptr[nid + 1] - row_ptr[nid], f"{where}.num_outputs",
               "does not match node_row_ptr")
     for k, ref in enumerate(c.field(node, "inputs", list, where)):  # type: ignore[arg-type]
         _check_ref(c, ref, f"{where}.inputs[{k}]", nid, row_ptr)
-    for k, scratch in enumerate(node.get("scratch", [])):
+    for k, scratch in enumerate(c.field(node, "scratch", list, where) if "scratch" in node else []):
         offset, size = c.int_list(scratch, f"{where}.scratch[{k}]", 2)
         c.require(pool_size is not None and 0 <= offset and 0 <= size and offset + size <= pool_size,
                   f"{where}.scratch[{k}]", f"got [{offset}, {size}], expected a range inside the pool")
+        pooled += size + MAX_ALIGNMENT
+    return pooled
 
 
 def _check_entry(c: _Checker, entry: object, where: str) -> int:
