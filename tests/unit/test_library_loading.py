@@ -246,6 +246,8 @@ def _set_dtype(blob: bytes, old: bytes, new: bytes) -> bytes:
     (lambda: _set_dtype(_blob(), b"float32", b"xfloat32"), "got dtype 'xfloat32'"),
     (lambda: _blob().replace(b"\x01\x00\x00\x00b", b"\x01\x00\x00\x00\xff", 1), "not UTF-8"),
     (lambda: _blob().replace(struct.pack("<Q", 24), struct.pack("<Q", 25), 1), "got 25 data bytes, expected 24"),
+    (lambda: save_params({"e": np.zeros((0, 3, 3), np.uint8)}).replace(
+        struct.pack("<3q", 0, 3, 3), struct.pack("<3q", 2**40, 0, 2**40)), r"shape \(1099511627776, 0, .* impossible"),
 ])
 def test_corrupt_params_blob_is_refused(make_blob, message):
     for cut in range(0, len(_blob())):  # every prefix fails cleanly too

@@ -114,7 +114,11 @@ def load_params(blob: bytes | memoryview, source: str = "parameter blob") -> dic
         padding = r.take(_pad(r.pos))
         if any(padding):
             raise r.fail("padding before the data is not zero")
-        result[name] = np.frombuffer(r.take(nbytes), dtype=dtype).reshape(shape).copy()
+        data = r.take(nbytes)
+        try:
+            result[name] = np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+        except ValueError as exc:  # e.g. an empty array with a dimension too large for NumPy
+            raise r.fail(f"shape {shape} is impossible ({exc})") from None
     r.what = "the end"
     if r.pos != len(r.view):
         raise r.fail(f"{len(r.view) - r.pos} unexpected bytes after the last array")
