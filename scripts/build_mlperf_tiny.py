@@ -42,6 +42,7 @@ from tessera.testing.mlperf_tiny import (
     weight_bytes,
 )
 from tessera.testing.models import logits_name, ort_run, with_output
+from tessera.util.atomic import atomic_write_bytes
 
 STD_RANGE = (0.1, 100.0)
 UNIFORM_MARGIN = 0.02  # "non-uniform": max softmax probability > 1/classes + margin
@@ -92,7 +93,7 @@ def check(name: str, out_dir: Path, seed: int) -> Row:
     model = build(name, seed)
     data = model.SerializeToString()
     path = out_dir / f"{name}.onnx"
-    path.write_bytes(data)
+    atomic_write_bytes(path, data)
     onnx.checker.check_model(str(path), full_check=True)
 
     logits_out = logits_name(model)

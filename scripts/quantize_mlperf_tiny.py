@@ -33,6 +33,7 @@ from onnx import numpy_helper
 from tessera.testing import mlperf_tiny as mt
 from tessera.testing import mlperf_tiny_int8 as q8
 from tessera.testing.models import ort_run
+from tessera.util.atomic import atomic_write_bytes
 
 
 def _step(model: onnx.ModelProto) -> float:
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"FAIL {name} {fmt.value}: two quantisations differ")
                 failed = True
             path = args.out / f"{name}.int8.{fmt.value}.onnx"
-            path.write_bytes(data)
+            atomic_write_bytes(path, data)
             onnx.checker.check_model(str(path))
             diff = float(np.max(np.abs(ort_run(model, {"input": x})[0] - reference)))
             weights = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer

@@ -35,6 +35,11 @@ class RuntimeExecutionError(TesseraError):
     """A compiled module was given inputs it cannot run with."""
 
 
+class ArtifactError(TesseraError):
+    """A file tessera writes or reads back (library, archive, cache entry) is unusable:
+    damaged, truncated, of the wrong kind, or its path is taken by something else."""
+
+
 def edit_distance(a: str, b: str) -> int:
     """Damerau-Levenshtein distance (a swap of neighbours counts as one edit)."""
     prev2: list[int] = []

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import TesseraError
 from .artefacts import OUTPUT_RULE, TARBALL_SUFFIX, executor_for_output
+from ..util.atomic import atomic_write_text
 from .common import compile_onnx, model_name_for, parse_shapes, progress
 from .flags import c_module_name, non_empty, target_string
 from .paths import make_parent, readable_file, writable_file, writable_folder
@@ -81,14 +82,14 @@ def run(args: argparse.Namespace) -> int:
         report = partition_report(lib.partitioned_mod if executor == "aot" else lib)
         print(report.text())
         title = f"tessera: {Path(args.model).name} for {args.target}"
-        make_parent(Path(args.report)).write_text(report.html(title))
+        atomic_write_text(make_parent(Path(args.report)), report.html(title))
         print(f"wrote {args.report}")
     if args.memory_report:
         from ..backend.memory_report import memory_report
 
         mem = memory_report(lib)
         print(mem.text())
-        make_parent(Path(args.memory_report)).write_text(mem.svg(f"tessera: {Path(args.model).name}, memory"))
+        atomic_write_text(make_parent(Path(args.memory_report)), mem.svg(f"tessera: {Path(args.model).name}, memory"))
         print(f"wrote {args.memory_report}")
     out = Path(args.output)
     say(f"exporting {out}")
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         folder = Path(args.emit_c)
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in lib.c_sources.items():
-            (folder / name).write_text(text)
+            atomic_write_text(folder / name, text)
         say(f"wrote generated C to {folder}/")
     if executor == "aot":
         meta = lib.metadata()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TesseraError
+from ..util.atomic import atomic_write_bytes
 from .artefacts import executor_for_module, module_kind
 from .common import compile_onnx, model_name_for, parse_shapes, print_outputs, progress
 from .flags import board_name, non_empty, non_negative_int, positive_int, target_string
@@ -117,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
         outputs = opened.execute(values)
     print_outputs(outputs)
     if args.output:
-        np.savez(make_parent(Path(args.output)), *outputs)
+        buffer = io.BytesIO()
+        np.savez(buffer, *outputs)
+        atomic_write_bytes(make_parent(Path(args.output)), buffer.getvalue())
         print(f"wrote {args.output}")
     if not comparing:
         return 0

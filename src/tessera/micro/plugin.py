@@ -5,7 +5,8 @@ number of executed instructions is a deterministic, host-independent proxy
 (under `-icount`). Debian's QEMU supports `-plugin` but ships neither the
 example plugins nor `qemu-plugin.h`, so the plugin source below declares
 the few API-v1 functions it uses by hand. It is compiled with the host gcc
-into the tessera cache directory, keyed by the hash of its source.
+into the tessera cache directory, keyed by the hash of its source, as a
+checksummed cache entry (rebuilt when damaged).
 
 Arguments: `lo=ADDR,hi=ADDR` count only instructions with lo <= pc < hi.
 Output (needs `-d plugin`): `insns: N` on QEMU's log, i.e. stderr.
@@ -14,13 +15,13 @@ Output (needs `-d plugin`): `insns: N` on QEMU's log, i.e. stderr.
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import tempfile
 from pathlib import Path
 
 from ..errors import TesseraError
 from ..target.toolchain import cache_dir
+from ..util.digest import cache_entry_writer, intact
 from .tools import require_tool
 
 PLUGIN_SOURCE = r"""/* tessera instruction counter: a QEMU TCG plugin, API version 1. */
@@ -98,23 +99,17 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
 
 
 def plugin_path() -> Path:
-    """The compiled instruction-counting plugin (built into the cache if needed)."""
+    """The compiled instruction-counting plugin (built into the cache if needed, or if damaged)."""
     key = hashlib.sha256(PLUGIN_SOURCE.encode()).hexdigest()[:16]
     so = cache_dir() / f"qemu-insncount-{key}.so"
-    if so.exists():
+    if intact(so):
         return so
     cc = require_tool("gcc")
-    with tempfile.TemporaryDirectory(prefix="tessera-plugin-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tessera-plugin-") as tmp, cache_entry_writer(so) as staged:
         src = Path(tmp) / "insncount.c"
         src.write_text(PLUGIN_SOURCE)
-        built = Path(tmp) / "insncount.so"
-        cmd = [cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o", str(built), str(src)]
+        cmd = [cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o", str(staged), str(src)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or proc.stderr.strip():
             raise TesseraError(f"building the QEMU instruction-count plugin failed:\n{proc.stderr.strip()}")
-        # Atomic: concurrent test workers may build it at the same time.
-        fd, staged = tempfile.mkstemp(dir=so.parent, suffix=".so.tmp")
-        os.close(fd)
-        Path(staged).write_bytes(built.read_bytes())
-        os.replace(staged, so)
     return so

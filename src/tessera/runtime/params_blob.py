@@ -4,23 +4,39 @@ Layout (little endian): magic b"TSPRM001", u32 count, then per array:
 u32 name length, name (utf-8), u32 dtype length, dtype name, u32 ndim,
 i64 dims[ndim], u64 byte size, zero padding to a 64-byte boundary, data.
 Data is 64-byte aligned so it can be used in place from a mapped file.
+
+`load_params` trusts nothing it reads: every length is checked against
+what is left of the blob, so a damaged blob gives an `ArtifactError`
+naming the array and the byte offset, never a struct or NumPy error.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Mapping
 
 import numpy as np
 
-from ..errors import RuntimeExecutionError
+from ..errors import ArtifactError
 
 MAGIC = b"TSPRM001"
 ALIGN = 64
+MAX_NDIM = 32  # NumPy's lowest limit across versions
+# what tensors can hold; never `object`, whose "data" would be pointers
+STORABLE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                   "float16", "float32", "float64")
 
 
 def _pad(n: int) -> int:
     return (-n) % ALIGN
+
+
+def checked_dtype(name: str, source: str) -> np.dtype:
+    """The NumPy dtype a stored dtype name stands for (numbers and bool only)."""
+    if name not in STORABLE_DTYPES:
+        raise ArtifactError(f"{source}: got dtype {name[:40]!r}, expected one of {', '.join(STORABLE_DTYPES)}")
+    return np.dtype(name)
 
 
 def save_params(params: Mapping[str, np.ndarray]) -> bytes:
@@ -38,32 +54,72 @@ def save_params(params: Mapping[str, np.ndarray]) -> bytes:
     return bytes(out)
 
 
-def load_params(blob: bytes | memoryview) -> dict[str, np.ndarray]:
-    view = memoryview(blob)
-    if bytes(view[:8]) != MAGIC:
-        raise RuntimeExecutionError("not a tessera parameter blob (bad magic)")
-    pos = 8
+class _Reader:
+    """Reads fields from a blob, failing with the blob's name and the offset when it runs out."""
 
-    def take(fmt: str) -> tuple:
-        nonlocal pos
-        size = struct.calcsize(fmt)
-        values = struct.unpack_from(fmt, view, pos)
-        pos += size
-        return values
+    def __init__(self, blob: bytes | memoryview, source: str) -> None:
+        self.view = memoryview(blob).cast("B")
+        self.source = source
+        self.pos = 0
+        self.what = "header"
 
-    (count,) = take("<I")
+    def fail(self, problem: str) -> ArtifactError:
+        return ArtifactError(f"{self.source}: {problem} (in {self.what}, at byte {self.pos}); "
+                             "the blob is damaged or was not written by tessera")
+
+    def take(self, n: int) -> memoryview:
+        if n > len(self.view) - self.pos:
+            raise self.fail(f"truncated: needs {n} more bytes, {len(self.view) - self.pos} left")
+        chunk = self.view[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def unpack(self, fmt: str) -> tuple:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
+
+    def text(self) -> str:
+        (n,) = self.unpack("<I")
+        try:
+            return bytes(self.take(n)).decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail("a name is not UTF-8 text") from None
+
+
+def load_params(blob: bytes | memoryview, source: str = "parameter blob") -> dict[str, np.ndarray]:
+    """Arrays from a `save_params` blob; `source` names the blob (e.g. its file) in errors."""
+    r = _Reader(blob, source)
+    if bytes(r.view[:len(MAGIC)]) != MAGIC:
+        raise ArtifactError(f"{source}: not a tessera parameter blob (got magic {bytes(r.view[:8])!r}, "
+                            f"expected {MAGIC!r})")
+    r.take(len(MAGIC))
+    (count,) = r.unpack("<I")
     result: dict[str, np.ndarray] = {}
-    for _ in range(count):
-        (n,) = take("<I")
-        name = bytes(view[pos:pos + n]).decode()
-        pos += n
-        (n,) = take("<I")
-        dtype = bytes(view[pos:pos + n]).decode()
-        pos += n
-        (ndim,) = take("<I")
-        shape = take(f"<{ndim}q") if ndim else ()
-        (nbytes,) = take("<Q")
-        pos += _pad(pos)
-        result[name] = np.frombuffer(view[pos:pos + nbytes], dtype=dtype).reshape(shape).copy()
-        pos += nbytes
+    for index in range(count):
+        r.what = f"array {index}"
+        name = r.text()
+        r.what = f"array {name!r}"
+        if name in result:
+            raise r.fail("the name appears twice")
+        dtype = checked_dtype(r.text(), f"{source}, array {name!r}")
+        (ndim,) = r.unpack("<I")
+        if ndim > MAX_NDIM:
+            raise r.fail(f"got {ndim} dimensions, at most {MAX_NDIM} are possible")
+        shape = r.unpack(f"<{ndim}q")
+        if any(d < 0 for d in shape):
+            raise r.fail(f"negative dimension in shape {shape}")
+        (nbytes,) = r.unpack("<Q")
+        if nbytes != math.prod(shape) * dtype.itemsize:
+            raise r.fail(f"got {nbytes} data bytes, expected {math.prod(shape) * dtype.itemsize} "
+                         f"for shape {shape} of {dtype.name}")
+        padding = r.take(_pad(r.pos))
+        if any(padding):
+            raise r.fail("padding before the data is not zero")
+        data = r.take(nbytes)
+        try:
+            result[name] = np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+        except ValueError as exc:  # e.g. an empty array with a dimension too large for NumPy
+            raise r.fail(f"shape {shape} is impossible ({exc})") from None
+    r.what = "the end"
+    if r.pos != len(r.view):
+        raise r.fail(f"{len(r.view) - r.pos} unexpected bytes after the last array")
     return result

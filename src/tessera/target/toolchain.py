@@ -3,6 +3,12 @@
 Object files are cached by the hash of compiler, flags and source text, so a
 rebuild with unchanged kernels (e.g. the same model with other weights) costs
 no compiler time. Translation units compile in parallel.
+
+Cache entries carry a SHA-256 sidecar and are written atomically
+(`tessera.util.digest`): a truncated, emptied or corrupted object is
+compiled again, never linked. Output is reproducible: every unit compiles
+in its own folder under its own file name, so no temporary path reaches a
+symbol name, and debug info (with -g) sees `./NAME.c`.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CompileError
+from ..util.atomic import atomic_writer
+from ..util.digest import cache_entry_writer, intact, sha256_bytes
 
 
 def cache_dir() -> Path:
@@ -44,7 +52,10 @@ class SourceFile:
 
     name: str
     text: str
-    cacheable: bool = True  # False when the text does not capture all inputs (e.g. .incbin)
+    cacheable: bool = True  # False when the text does not capture all inputs (e.g. .incbin of a file outside it)
+    # files the unit's assembly embeds with .incbin "NAME": (NAME, content), written beside the
+    # source and found through -Wa,-I; part of the cache key, so the unit's path never matters
+    assets: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,18 +93,37 @@ class Toolchain:
             flags += ["-fPIC", "-fvisibility=hidden"]
         return flags + [f"-I{d}" for d in self.include_dirs]
 
+    def object_key(self, src: SourceFile, flags: Sequence[str]) -> str:
+        """The cache key of `src` compiled with `flags`: everything the object depends on."""
+        assets = [f"{name}:{sha256_bytes(data)}" for name, data in src.assets]
+        return hashlib.sha256(
+            "\0".join([self.cc, *flags, _digest_tree(self.include_dirs), src.text, *assets]).encode()
+        ).hexdigest()[:32]
+
     def compile_object(self, src: SourceFile, workdir: Path) -> Path:
         flags = self.object_flags()
-        key = hashlib.sha256(
-            "\0".join([self.cc, *flags, _digest_tree(self.include_dirs), src.text]).encode()
-        ).hexdigest()[:32]
+        key = self.object_key(src, flags)
         cached = cache_dir() / f"{key}.o"
-        if src.cacheable and cached.exists():
+        if src.cacheable and intact(cached):
             return cached
-        # units of different modules may share a file name: keep them apart
-        c_path = workdir / f"{key[:8]}_{src.name}"
+        # A folder per unit: units of different modules may share a file name, and the
+        # object's file symbol is the bare name (no random prefix), for reproducible output.
+        unit_dir = Path(tempfile.mkdtemp(prefix=f"{key[:8]}-", dir=workdir))
+        c_path = unit_dir / src.name
         c_path.write_text(src.text)
-        obj = c_path.with_suffix(".o")
+        for name, data in src.assets:
+            (unit_dir / name).write_bytes(data)
+        located = [f"-ffile-prefix-map={unit_dir}=.", *([f"-Wa,-I{unit_dir}"] if src.assets else [])]
+        if not src.cacheable:
+            obj = c_path.with_suffix(".o")
+            self._run_compiler(src, [*flags, *located], c_path, obj)
+            return obj
+        # atomic, sealed with a checksum: parallel builds may race on the entry, and a damaged one is rebuilt
+        with cache_entry_writer(cached) as staged:
+            self._run_compiler(src, [*flags, *located], c_path, staged)
+        return cached
+
+    def _run_compiler(self, src: SourceFile, flags: Sequence[str], c_path: Path, obj: Path) -> None:
         cmd = [self.cc, *flags, "-c", str(c_path), "-o", str(obj)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -101,14 +131,6 @@ class Toolchain:
                 f"{self.cc} failed on {src.name} (exit {proc.returncode}):\n{proc.stderr.strip()}\n"
                 f"command: {' '.join(cmd)}"
             )
-        if not src.cacheable:
-            return obj
-        # Write the cache entry atomically: parallel builds may race on it.
-        fd, tmp = tempfile.mkstemp(dir=cache_dir(), suffix=".o.tmp")
-        os.close(fd)
-        shutil.copyfile(obj, tmp)
-        os.replace(tmp, cached)
-        return cached
 
     def build_shared_library(
         self, sources: Sequence[SourceFile], output: Path, jobs: int | None = None
@@ -131,18 +153,13 @@ def link_shared_library(units: Sequence[tuple[Toolchain, SourceFile]], output: P
     for tc, _ in units:
         ldflags += [f for f in tc.link_flags if f not in ldflags]
     ldflags += [f for f in extra_ldflags if f not in ldflags]
-    with tempfile.TemporaryDirectory(prefix="tessera-build-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tessera-build-") as tmp, atomic_writer(output) as staged:
         workdir = Path(tmp)
         workers = max(1, min(jobs or os.cpu_count() or 1, len(units)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             objects = list(pool.map(lambda u: u[0].compile_object(u[1], workdir), units))
-        linked = workdir / ("link.so" if shared else "link.exe")
-        cmd = [linker.cc, *(["-shared"] if shared else []), "-o", str(linked), *map(str, objects), *ldflags]
+        cmd = [linker.cc, *(["-shared"] if shared else []), "-o", str(staged), *map(str, objects), *ldflags]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(f"linking {output.name} failed:\n{proc.stderr.strip()}\ncommand: {' '.join(cmd)}")
-        output.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(linked, output)
-        if not shared:
-            output.chmod(0o755)
     return output

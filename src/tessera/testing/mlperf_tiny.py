@@ -29,8 +29,6 @@ GlobalAveragePool, Flatten, Gemm, Softmax.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..target.toolchain import cache_dir
+from ..util.digest import intact, store_cache_entry
 from .models import seeded_input
 
 __all__ = [
@@ -389,18 +388,15 @@ def model_path(name: str, seed: int = 0) -> Path:
     """Path of the cached ``.onnx`` file of ``build(name, seed)``, building it if missing.
 
     Lives next to the toolchain's object cache (``$TESSERA_CACHE_DIR`` or
-    ``~/.cache/tessera``) under ``models/``; the file is written atomically because
-    parallel test workers may race on it.
+    ``~/.cache/tessera``) under ``models/``; the file is a checksummed cache entry, written
+    atomically because parallel test workers may race on it, and rebuilt when damaged.
     """
     _spec(name)
     directory = cache_dir().parent / "models"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}-seed{seed}-v{BUILD_VERSION}.onnx"
-    if not path.exists():
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".onnx.tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(build(name, seed).SerializeToString())
-        os.replace(tmp, path)
+    if not intact(path):
+        store_cache_entry(path, build(name, seed).SerializeToString())
     return path
 
 

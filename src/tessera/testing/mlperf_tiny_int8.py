@@ -23,7 +23,6 @@ Same arguments give byte-identical files (the script checks it).
 from __future__ import annotations
 
 import enum
-import os
 import tempfile
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import onnx
 from onnx import numpy_helper
 
 from ..target.toolchain import cache_dir
+from ..util.digest import intact, store_cache_entry
 from . import mlperf_tiny
 from .models import seeded_input
 
@@ -128,9 +128,6 @@ def model_path(name: str, seed: int = 0, fmt: QuantFormat = QuantFormat.QDQ, per
     channel = "pc" if per_channel else "pt"
     path = directory / (f"{name}-seed{seed}-v{mlperf_tiny.BUILD_VERSION}-int8-{fmt.value}-{channel}"
                         f"-q{QUANT_VERSION}.onnx")
-    if not path.exists():
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".onnx.tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(quantize(name, seed, fmt, per_channel).SerializeToString())
-        os.replace(tmp, path)
+    if not intact(path):
+        store_cache_entry(path, quantize(name, seed, fmt, per_channel).SerializeToString())
     return path

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TesseraError
+from ..util.atomic import atomic_write_text
 from .knobs import Config, Workload
 
 
@@ -83,4 +84,4 @@ class TuningLog:
 
     def save(self, path: str | os.PathLike) -> None:
         rows = sorted((r.to_json() for r in self.records), key=lambda r: (r["op"], r["key"], r["seconds"]))
-        Path(path).write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(path, json.dumps(rows, indent=1, sort_keys=True) + "\n")  # Ctrl-C keeps the old log

@@ -9,9 +9,7 @@ program around the model and run it.
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from ... import __version__
 from ...crt import INCLUDE_DIR, source as crt_source
 from ...target.target import Target
 from ...target.toolchain import SourceFile, Toolchain
+from .mlf_archive import with_manifest, write_folder, write_tar
 from .runner import BoardRun, Signature, TensorSig, run_on_board, run_on_host
 from .interface import header, header_name, params_file, params_source, source
 from ..lift_workspace import workspace_params
@@ -157,22 +156,10 @@ class AotLibrary:
         return out
 
     def export_library(self, path: str | Path) -> Path:
-        """Write a Model Library Format tarball (.tar) or directory."""
+        """Write a Model Library Format tarball (.tar) or folder, atomically, with its SHA256SUMS."""
         path = Path(path)
-        files = self.files()
-        if path.suffix == ".tar":
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(path, "w") as tar:
-                for name, data in sorted(files.items()):
-                    info = tarfile.TarInfo(name)
-                    info.size, info.mtime, info.mode = len(data), 0, 0o644
-                    tar.addfile(info, io.BytesIO(data))
-            return path
-        for name, data in files.items():
-            target = path / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        return path
+        files = with_manifest(self.files())
+        return write_tar(files, path) if path.suffix == ".tar" else write_folder(files, path)
 
     # --------------------------------------------------------------- runs
     @property
@@ -205,6 +192,7 @@ codegen/host/include/tsgen_{m}.h   the C interface (tsgen_{m}_run, pool sizes, s
 codegen/host/src/                 kernels, executor, entry points, weights (.incbin of {params_file(program)})
 runtime/                          the tessera C runtime (headers, workspace allocator)
 metadata.json                     inputs, outputs, pools and their sizes, per-kernel workspace
+SHA256SUMS                        a checksum of every other file (check: sha256sum -c SHA256SUMS)
 
 Build (any C compiler; the assembler must find the weights file; link with
 the libraries metadata.json lists under toolchain.link_flags):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
-import tarfile
 import tempfile
 import time
 from collections.abc import Sequence
@@ -19,10 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import CompileError, RuntimeExecutionError, TesseraError
+from ...errors import CompileError, RuntimeExecutionError
 from ...relay.ty import TensorType
 from ...target.toolchain import SourceFile, Toolchain, cache_dir, link_shared_library
+from ...util.atomic import TEMP_PREFIX, atomic_directory
 from .harness import main_source, parse_outputs
+from .mlf_archive import unpack
 
 
 @dataclass(frozen=True)
@@ -65,31 +67,47 @@ class BoardRun:
     inference_instructions: int | None = None  # one run of the model, start-up and printing excluded
 
 
+def _content_digest(folder: Path) -> tuple[str, list[Path]]:
+    """SHA-256 over the relative paths and contents of a folder's files (a test main excluded)."""
+    h = hashlib.sha256()
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "main.c")
+    for p in files:
+        h.update(str(p.relative_to(folder)).encode() + b"\0")
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest(), files
+
+
 def stable_copy(folder: Path) -> Path:
     """The same files under a path that depends only on their contents.
 
     Include paths are part of the compiler flags, and flags are part of the
     object cache key: a content-addressed folder lets a rebuild of the same
-    model (another run, another board) reuse every compiled kernel.
+    model (another run, another board) reuse every compiled kernel. The
+    folder is made atomically, and one whose content no longer matches its
+    name (damaged, half-deleted) is replaced, not used.
     """
-    h = hashlib.sha256()
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "main.c")
-    for p in files:
-        h.update(str(p.relative_to(folder)).encode())
-        h.update(p.read_bytes())
-    stable = cache_dir().parent / "projects" / h.hexdigest()[:24]
-    if not (stable / "metadata.json").is_file():
-        tmp = Path(tempfile.mkdtemp(dir=stable.parent.parent if stable.parent.exists() else None))
+    digest, files = _content_digest(folder)
+    stable = cache_dir().parent / "projects" / digest[:24]
+    if stable.is_dir() and _content_digest(stable)[0] == digest:
+        return stable
+    if stable.exists():
+        _discard(stable)
+    with atomic_directory(stable, exist_ok=True) as staged:
         for p in files:
-            dst = tmp / p.relative_to(folder)
+            dst = staged / p.relative_to(folder)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p, dst)
-        stable.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            tmp.rename(stable)
-        except OSError:  # another process made it first
-            shutil.rmtree(tmp, ignore_errors=True)
     return stable
+
+
+def _discard(path: Path) -> None:
+    """Move a damaged cache folder out of the way (atomically), then delete it."""
+    aside = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}damaged-", dir=path.parent))
+    try:
+        os.rename(path, aside / path.name)
+    except OSError:
+        pass  # another process replaced it first
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _units(folder: Path, main: Path) -> list[SourceFile]:
@@ -185,23 +203,13 @@ def run_on_board(folder: Path, sig: Signature, board: str, inputs: Sequence[np.n
 
 
 class MlfModel:
-    """A Model Library Format tarball (or folder) unpacked for running."""
+    """A Model Library Format tarball (or folder), checked and unpacked for running."""
 
     def __init__(self, path: str | Path) -> None:
         path = Path(path)
         self._tmp = tempfile.TemporaryDirectory(prefix="tessera-mlf-")
         self.folder = Path(self._tmp.name)
-        if path.is_dir():
-            shutil.copytree(path, self.folder, dirs_exist_ok=True)
-        elif tarfile.is_tarfile(path):
-            with tarfile.open(path) as tar:
-                tar.extractall(self.folder, filter="data")
-        else:
-            raise TesseraError(f"{path} is neither a Model Library Format tarball nor a folder")
-        meta_path = self.folder / "metadata.json"
-        if not meta_path.is_file():
-            raise TesseraError(f"{path} has no metadata.json: not a Model Library Format export")
-        self.metadata = json.loads(meta_path.read_text())
+        self.metadata = unpack(path, self.folder)
         self.signature = Signature.from_metadata(self.metadata)
 
     @property

@@ -1,0 +1,1 @@
+"""Small helpers shared across the pipeline that belong to no one stage."""
