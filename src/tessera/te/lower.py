@@ -237,10 +237,15 @@ class _Lowering:
             if isinstance(user.body, Reduce) or id(user) in {id(u) for u in self.epilogue_of.values()}:
                 continue
             # Every read of `op` in the expanded user body must be at the
-            # user's own index, or writing in place would be wrong.
+            # user's own index, or writing in place would be wrong. Other
+            # materialised stages the user reads get their buffers only in
+            # `run`: stand-ins let the probe expand the body now.
             saved = dict(self.buffers)
             marker = Buffer(f"{op.name}_probe", op.shape, op.dtype)
             self.buffers[id(op)] = marker
+            for other in self.stages:
+                if id(other) not in self.inlined and id(other) not in self.buffers:
+                    self.buffers[id(other)] = Buffer(f"{other.name}_probe", other.shape, other.dtype)
             body = self.expand(user.body)
             self.buffers = saved
             self._expanded.clear()
