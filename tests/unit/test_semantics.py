@@ -106,3 +106,97 @@ def test_topk_with_k_equal_to_an_axis_of_one():
 def test_softmax_over_an_axis_of_size_one_in_the_aot_executor():
     model = make_model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [vi("x", F, [2, 1])], [vi("y", F, None)])
     check_against_ort(model, {"x": np.array([[3.0], [-1.0]], np.float32)}, executor="aot")
+
+
+def test_flatten_rejects_an_axis_outside_minus_rank_to_rank():
+    model = make_model([helper.make_node("Flatten", ["x"], ["y"])], [vi("x", F, [])], [vi("y", F, None)])
+    with pytest.raises(ConversionError, match=r"Flatten_0.*axis 1 is out of range for a 0-d input \(valid: 0..0\)"):
+        from_onnx(model)
+
+
+# ------------------------------------------------------------------- 0-d tensors
+SCALAR = np.array(-1.5, np.float32)
+X34 = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def _zero_d_models() -> dict[str, tuple[onnx.ModelProto, dict[str, np.ndarray]]]:
+    node = helper.make_node
+    gather_sum = make_model(
+        [node("Gather", ["x", "i"], ["g"]), node("ReduceSum", ["g", "axes"], ["y"], keepdims=0)],
+        [vi("x", F, [3, 4])], [vi("y", F, None)], {"i": np.array(1, np.int64), "axes": np.array([0], np.int64)},
+        opset=13)
+    return {
+        # the case: a 0-d index initializer became (1,), the Gather kept the axis, the sum was per column
+        "gather_scalar_initializer_then_reduce_sum": (gather_sum, {"x": X34}),
+        "scalar_input_plus_scalar_float_initializer": (make_model(
+            [node("Add", ["x", "c"], ["y"])], [vi("x", F, [])], [vi("y", F, None)],
+            {"c": np.array(2.5, np.float32)}), {"x": SCALAR}),
+        "gather_with_scalar_runtime_index": (make_model(
+            [node("Gather", ["x", "i"], ["y"], axis=1)], [vi("x", F, [3, 4]), vi("i", I64, [])], [vi("y", F, None)]),
+            {"x": X34, "i": np.array(-2, np.int64)}),
+        "gather_scalar_index_from_1d_data": (make_model(
+            [node("Gather", ["x", "i"], ["y"])], [vi("x", F, [4])], [vi("y", F, None)],
+            {"i": np.array(-1, np.int64)}), {"x": X34[1]}),
+        "reduce_sum_all_axes_to_scalar": (make_model(
+            [node("ReduceSum", ["x"], ["y"], keepdims=0)], [vi("x", F, [3, 4])], [vi("y", F, None)], opset=13),
+            {"x": X34}),
+        "reduce_max_of_a_scalar": (make_model(
+            [node("ReduceMax", ["x"], ["y"], keepdims=0)], [vi("x", F, [])], [vi("y", F, None)], opset=13),
+            {"x": SCALAR}),
+        "reshape_to_scalar": (make_model(
+            [node("Reshape", ["x", "s"], ["y"])], [vi("x", F, [1, 1])], [vi("y", F, None)],
+            {"s": np.array([], np.int64)}), {"x": np.full((1, 1), 4.0, np.float32)}),
+        "squeeze_then_unsqueeze_scalar": (make_model(
+            [node("Squeeze", ["x"], ["s"]), node("Unsqueeze", ["s", "a"], ["y"]), node("Neg", ["s"], ["z"])],
+            [vi("x", F, [1])], [vi("y", F, None), vi("z", F, None)], {"a": np.array([0], np.int64)}),
+            {"x": np.array([3.0], np.float32)}),
+        "dot_of_two_vectors": (make_model(
+            [node("MatMul", ["a", "b"], ["y"])], [vi("a", F, [4]), vi("b", F, [4])], [vi("y", F, None)]),
+            {"a": X34[1], "b": X34[2]}),
+        "argmax_of_a_vector": (make_model(
+            [node("ArgMax", ["x"], ["y"], keepdims=0)], [vi("x", F, [4])], [vi("y", I64, None)]),
+            {"x": np.array([1, 5, 2, 0], np.float32)}),
+        "scalar_constant_node_and_identity_output": (make_model(
+            [node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(3.0, np.float32))),
+             node("Mul", ["x", "c"], ["y"]), node("Identity", ["x"], ["z"])],
+            [vi("x", F, [])], [vi("y", F, None), vi("z", F, None)]), {"x": SCALAR}),
+        "where_with_scalar_condition": (make_model(
+            [node("Where", ["c", "a", "b"], ["y"])], [vi("c", TensorProto.BOOL, []), vi("a", F, [3]), vi("b", F, [])],
+            [vi("y", F, None)]), {"c": np.array(False), "a": X34[0, :3].copy(), "b": SCALAR}),
+    }
+
+
+ZERO_D = _zero_d_models()
+ZERO_D_AOT = ["gather_scalar_initializer_then_reduce_sum", "scalar_input_plus_scalar_float_initializer",
+              "gather_with_scalar_runtime_index", "squeeze_then_unsqueeze_scalar"]
+
+
+@pytest.mark.parametrize("case", sorted(ZERO_D))
+def test_zero_d_tensors_match_onnxruntime(case: str):
+    check_against_ort(*ZERO_D[case])
+
+
+@pytest.mark.parametrize("case", ZERO_D_AOT)
+def test_zero_d_tensors_in_the_aot_executor(case: str):
+    check_against_ort(*ZERO_D[case], executor="aot")
+
+
+def test_zero_d_initializer_stays_zero_d_in_relay_and_params():
+    model, _ = ZERO_D["scalar_input_plus_scalar_float_initializer"]
+    mod, params = from_onnx(model)
+    assert params["c"].shape == () and mod.main.params[1].type_annotation.shape == ()
+    model, _ = ZERO_D["gather_scalar_initializer_then_reduce_sum"]
+    assert from_onnx(model)[0].main.checked_type.ret_type.shape == ()
+
+
+def test_params_blob_keeps_zero_d_arrays():
+    loaded = load_params(save_params({"s": np.array(2.5, np.float32), "v": np.arange(3, dtype=np.int64)}))
+    assert loaded["s"].shape == () and loaded["s"] == 2.5 and loaded["v"].shape == (3,)
+
+
+def test_exported_library_with_zero_d_input_and_output(tmp_path):
+    model, feeds = ZERO_D["scalar_input_plus_scalar_float_initializer"]
+    mod, params = from_onnx(model)
+    loaded = tessera.load_module(tessera.build(mod, params=params).export_library(tmp_path / "m.so"))
+    (y,) = loaded(feeds["x"])
+    assert y.shape == () and y == np.float32(1.0)

@@ -114,7 +114,7 @@ class _GraphBuilder:
         params: dict[str, np.ndarray] = {}
         for t in program.params:
             add(GraphNode("param", t.name), [t])
-            params[t.name] = np.ascontiguousarray(t.data)
+            params[t.name] = np.asarray(t.data, order="C")  # keeps 0-d parameters 0-d
         for s in program.steps:
             add(GraphNode("kernel", s.kernel, [refs[id(a)] for a in s.inputs], s.kernel, len(s.outputs),
                           [(t.offset, t.nbytes) for t in s.scratch]), s.outputs)

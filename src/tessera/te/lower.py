@@ -291,7 +291,8 @@ class _Lowering:
             return _parallel_outer(_loop_nest(self._ordered_axes(op), S.BufferStore(buf, value, index)), work)
         reduce = op.body
         order = self._ordered_axes(op)
-        first_reduce = next(k for k, a in enumerate(order) if a.kind is IterKind.REDUCE)
+        # a reduction over no axes (a 0-d input) combines its one element with the identity
+        first_reduce = next((k for k, a in enumerate(order) if a.kind is IterKind.REDUCE), len(order))
         outer, inner = order[:first_reduce], order[first_reduce:]
         inner_spatial = [a for a in inner if a.kind is IterKind.SPATIAL]
         source = self._simplified(op, self.expand(reduce.source))

@@ -246,7 +246,7 @@ class GraphImporter:
             except Exception as err:  # malformed tensor data
                 raise ConversionError(f"initializer {init.name!r} cannot be read: {err}") from None
             onnx_dtype(init.data_type, f"initializer {init.name!r}")
-            value = np.ascontiguousarray(value)
+            value = np.asarray(value, order="C")  # keeps 0-d scalars 0-d (ascontiguousarray makes them (1,))
             if self.freeze_params or value.dtype.kind != "f":
                 # integer initializers are shapes, indices and axes: keep them constant
                 self.env[init.name] = Constant(value)
