@@ -200,3 +200,67 @@ def test_exported_library_with_zero_d_input_and_output(tmp_path):
     loaded = tessera.load_module(tessera.build(mod, params=params).export_library(tmp_path / "m.so"))
     (y,) = loaded(feeds["x"])
     assert y.shape == () and y == np.float32(1.0)
+
+
+# ------------------------------------------------- models onnxruntime refuses to load
+def _relu_model(outputs: list[str] = ("y",), opset: int = 17) -> onnx.ModelProto:
+    return make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", F, [2])],
+                      [vi(o, F, [2]) for o in outputs], opset=opset)
+
+
+def _assert_ort_refuses(model: onnx.ModelProto) -> None:
+    with pytest.raises(Exception):
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_importer_rejects_a_graph_output_listed_twice():
+    with pytest.raises(ConversionError, match="graph output 'y' is listed twice"):
+        from_onnx(_relu_model(["y", "y"]))
+
+
+@pytest.mark.parametrize("case, message", [
+    ("two_nodes", r"'y' is defined twice, by node 'Relu_0' \(Relu\) and by node 'Neg_1' \(Neg\)"),
+    ("node_over_input", r"'x' is defined twice, by a graph input and by node 'Relu_0' \(Relu\)"),
+    ("node_over_initializer", r"'c' is defined twice, by an initializer and by node 'Relu_0' \(Relu\)"),
+    ("input_twice", r"'x' is defined twice, by a graph input and by a graph input"),
+])
+def test_importer_rejects_a_value_defined_twice(case: str, message: str):
+    node = helper.make_node
+    x = vi("x", F, [2])
+    models = {
+        "two_nodes": make_model([node("Relu", ["x"], ["y"]), node("Neg", ["x"], ["y"])], [x], [vi("y", F, [2])]),
+        "node_over_input": make_model([node("Relu", ["x"], ["x"])], [x], [vi("x", F, [2])]),
+        "node_over_initializer": make_model([node("Relu", ["x"], ["c"]), node("Add", ["c", "x"], ["y"])], [x],
+                                            [vi("y", F, [2])], {"c": np.ones(2, np.float32)}),
+        "input_twice": make_model([node("Add", ["x", "x"], ["y"])], [x, vi("x", F, [2])], [vi("y", F, [2])]),
+    }
+    _assert_ort_refuses(models[case])
+    with pytest.raises(ConversionError, match=message):
+        from_onnx(models[case])
+
+
+def test_initializer_listed_among_the_inputs_is_one_definition():
+    model = make_model([helper.make_node("Add", ["x", "c"], ["y"])], [vi("x", F, [2]), vi("c", F, [2])],
+                       [vi("y", F, [2])], {"c": np.full(2, 3.0, np.float32)})
+    check_against_ort(model, {"x": np.ones(2, np.float32)})
+
+
+def test_importer_rejects_an_opset_newer_than_it_knows():
+    from tessera.frontend.onnx.registry import HIGHEST_OPSET
+
+    newest = HIGHEST_OPSET[""]
+    with pytest.raises(ConversionError, match=rf"opset {newest + 1} of domain 'ai.onnx'; tessera knows that "
+                                              rf"domain up to opset {newest}"):
+        from_onnx(_relu_model(opset=newest + 1))
+    assert from_onnx(_relu_model(opset=newest))[0].main is not None
+    model = _relu_model()
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 2))
+    with pytest.raises(ConversionError, match="opset 2 of domain 'com.microsoft'; tessera knows that domain up to opset 1"):
+        from_onnx(model)
+
+
+def test_every_domain_with_converters_has_a_highest_opset():
+    from tessera.frontend.onnx import ops  # noqa: F401  (registers the converters)
+    from tessera.frontend.onnx.registry import CONVERTERS, HIGHEST_OPSET
+
+    assert CONVERTERS.domains() == set(HIGHEST_OPSET)

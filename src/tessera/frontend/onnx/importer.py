@@ -31,6 +31,7 @@ from ...relay.visitor import free_vars, substitute
 from ...transform.fold_constant import fold_expr
 from ...transform.infer_type import infer_expr
 from .registry import CONVERTERS, DEFAULT_DOMAIN
+from .validate import check_opsets, check_unique_names
 
 ONNX_DTYPES: dict[int, str] = {
     onnx.TensorProto.FLOAT: "float32",
@@ -218,6 +219,8 @@ class GraphImporter:
         self._inferred: dict[str, TensorType] | None = None
 
     def run(self) -> tuple[IRModule, dict[str, np.ndarray]]:
+        check_opsets(self.opsets)
+        check_unique_names(self.graph)
         self._read_initializers()
         self._read_inputs()
         ctx = ImportContext(self.params, {v.name_hint for v in self.input_vars})
