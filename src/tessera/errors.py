@@ -31,8 +31,22 @@ class CompileError(TesseraError):
     """Lowering, code generation or the C compiler failed."""
 
 
+class InvalidValueError(TesseraError):
+    """Tensor values break an operator's contract (an index out of range,
+    an integer division by zero), found at compile time."""
+
+
 class RuntimeExecutionError(TesseraError):
     """A compiled module was given inputs it cannot run with."""
+
+
+class KernelFailure(RuntimeExecutionError):
+    """A compiled kernel stopped with a non-zero status (see tessera.crt.status)."""
+
+    def __init__(self, message: str, kernel: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.kernel = kernel
+        self.status = status
 
 
 def edit_distance(a: str, b: str) -> int:

@@ -10,15 +10,22 @@
   an operator's meaning; tessera refuses rather than guess that it did not.
   Domains tessera has no converters for are not checked: their nodes are
   unsupported operators anyway.
+* Operand values known at compile time keep each operator's contract
+  (`Op.validate`: gather indices in range, integer divisors not zero), so a
+  model that could only fail at run time is refused when it is compiled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import onnx
 
 from ...errors import ConversionError, UnsupportedOperatorError
+from ...op.registry import Op
+from ...relay.expr import Call, Constant, Expr, Tuple, TupleGetItem
+from ...relay.ty import TensorType
 from .registry import DEFAULT_DOMAIN, HIGHEST_OPSET
 
 
@@ -62,3 +69,24 @@ def check_opsets(opsets: Mapping[str, int]) -> None:
             if domain == DEFAULT_DOMAIN:
                 message += " (onnx.version_converter.convert_version can lower the model's opset)"
             raise UnsupportedOperatorError(message)
+
+
+def check_constant_operands(expr: Expr, known: set[int]) -> None:
+    """`Op.validate` of every call in `expr` (not below the `known` expressions) with
+    the operands that are constants; `expr` must be typed."""
+    stack, seen = [expr], set(known)
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, Call):
+            stack.extend(e.args)
+            if isinstance(e.op, Op) and e.op.validate is not None and any(isinstance(a, Constant) for a in e.args):
+                shapes = [a.checked_type.shape if isinstance(a.checked_type, TensorType) else () for a in e.args]
+                values = [np.asarray(a.data) if isinstance(a, Constant) else None for a in e.args]
+                e.op.validate(shapes, values, e.attrs)
+        elif isinstance(e, Tuple):
+            stack.extend(e.fields)
+        elif isinstance(e, TupleGetItem):
+            stack.append(e.tuple_value)
