@@ -117,6 +117,24 @@ def test_out_of_range_constant_index_is_refused_at_compile_time(op_type: str):
         from_onnx(model)
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint8", "uint64"])
+def test_indices_of_every_integer_dtype_are_checked(dtype: str):
+    from tessera import relay
+    from tessera.op import transform_gather as tg
+
+    x = relay.Var("x", relay.TensorType((200,), "float32"))
+    i = relay.Var("i", relay.TensorType((2,), dtype))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((x, i), tg.take(x, i, axis=0))))
+    data = np.arange(200, dtype=np.float32)
+    last = min(199, np.iinfo(dtype).max)
+    assert lib(data, np.array([0, last], dtype))[0].tolist() == [0.0, float(last)]
+    if dtype.startswith("int"):
+        assert lib(data, np.array([-1, -2], dtype))[0].tolist() == [199.0, 198.0]
+    if dtype != "int8":  # every int8 value is a valid index of 200 elements
+        with pytest.raises(KernelFailure, match="index out of range"):
+            lib(data, np.array([0, 200 if dtype != "uint8" else 255], dtype))
+
+
 def test_index_check_costs_one_test_per_index_not_per_output_element():
     x = te.placeholder((100, 50), "float32", "x")
     idx = te.placeholder((3,), "int64", "idx")
@@ -189,6 +207,15 @@ def test_integer_division_by_zero_in_the_aot_executor():
     lib = _build(_divide("Div"), "aot")
     with pytest.raises(KernelFailure, match="integer division by zero .* in kernel tsgen_m_fused_divide"):
         lib.run_host([np.ones(3, np.int32), np.zeros(3, np.int32)])
+
+
+def test_integer_division_by_zero_on_a_cortex_m_board():
+    mod, params = from_onnx(_divide("Div"))
+    lib = tessera.build(mod, target="c -mcpu=cortex-m4", params=params, executor="aot", mod_name="m")
+    a, b = np.array([7, -7, 5], np.int32), np.array([2, 2, -1], np.int32)
+    np.testing.assert_array_equal(lib.run_board("mps2-an386", [a, b])[0][0], [3, -3, -5])
+    with pytest.raises(KernelFailure, match="integer division by zero .* in kernel tsgen_m_fused_divide"):
+        lib.run_board("mps2-an386", [a, np.array([2, 0, 1], np.int32)])
 
 
 def test_float_division_by_zero_stays_ieee():
