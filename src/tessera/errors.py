@@ -31,6 +31,11 @@ class CompileError(TesseraError):
     """Lowering, code generation or the C compiler failed."""
 
 
+class InvalidValueError(TesseraError):
+    """Tensor values break an operator's contract (an index out of range,
+    an integer division by zero), found at compile time."""
+
+
 class RuntimeExecutionError(TesseraError):
     """A compiled module was given inputs it cannot run with."""
 
@@ -38,6 +43,15 @@ class RuntimeExecutionError(TesseraError):
 class ArtifactError(TesseraError):
     """A file tessera writes or reads back (library, archive, cache entry) is unusable:
     damaged, truncated, of the wrong kind, or its path is taken by something else."""
+
+
+class KernelFailure(RuntimeExecutionError):
+    """A compiled kernel stopped with a non-zero status (see tessera.crt.status)."""
+
+    def __init__(self, message: str, kernel: str = "", status: int = 0) -> None:
+        super().__init__(message)
+        self.kernel = kernel
+        self.status = status
 
 
 def edit_distance(a: str, b: str) -> int:

@@ -1,6 +1,7 @@
 """Elementwise operators: compiled kernels against their NumPy references and
 against the values ONNX and NumPy define, including the cases C leaves
-undefined (integer division by zero, big shifts, float -> int overflow)."""
+undefined (integer division by -1, big shifts, float -> int overflow); integer
+division by zero is an error (tests/unit/test_semantics_checks.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from onnx import TensorProto, helper
 
 import tessera
 from tessera import relay
-from tessera.errors import ConversionError, TesseraError, TypeInferenceError
+from tessera.errors import ConversionError, KernelFailure, TesseraError, TypeInferenceError
 from tessera.frontend.onnx import from_onnx
 from tessera.op import elemwise as ew
 from tessera.relay.expr import Call
@@ -114,6 +115,7 @@ def test_isinf_directions() -> None:
 ARITH = {"add": ew.add, "subtract": ew.subtract, "multiply": ew.multiply, "divide": ew.divide,
          "floor_mod": ew.floor_mod, "trunc_mod": ew.trunc_mod, "maximum": ew.maximum,
          "minimum": ew.minimum}
+DIVISIONS = {"divide", "floor_mod", "trunc_mod"}
 
 
 @pytest.mark.parametrize("name", sorted(ARITH))
@@ -122,18 +124,23 @@ def test_binary_arithmetic_broadcasts(name: str, dtype: str) -> None:
     if dtype.startswith(("int", "uint")):
         info = np.iinfo(dtype)
         a = ints(max(info.min, -100), min(info.max, 100), 3, 4, 5, dtype=dtype)
-        b = ints(max(info.min, -9), 9, 4, 1, dtype=dtype)  # includes 0 and -1 divisors
+        b = ints(max(info.min, -9), 9, 4, 1, dtype=dtype)  # includes -1 divisors
+        if name in DIVISIONS:
+            b[b == 0] = 7  # a 0 divisor is an error, tested on its own
     else:
         a, b = randn(3, 4, 5, dtype=dtype), randn(4, 1, dtype=dtype)
     compile_and_run(ARITH[name], a, b)
 
 
 def test_integer_division_never_traps() -> None:
-    a = np.array([7, -7, 7, -7, -128, -128, 5], np.int8)
-    b = np.array([2, 2, -2, -2, -1, 0, 0], np.int8)
-    np.testing.assert_array_equal(compile_and_run(ew.divide, a, b), [3, -3, -3, 3, -128, 0, 0])
-    np.testing.assert_array_equal(compile_and_run(ew.floor_mod, a, b), [1, 1, -1, -1, 0, 0, 0])
-    np.testing.assert_array_equal(compile_and_run(ew.trunc_mod, a, b), [1, -1, 1, -1, 0, 0, 0])
+    a = np.array([7, -7, 7, -7, -128, 5], np.int8)
+    b = np.array([2, 2, -2, -2, -1, 1], np.int8)
+    np.testing.assert_array_equal(compile_and_run(ew.divide, a, b), [3, -3, -3, 3, -128, 5])
+    np.testing.assert_array_equal(compile_and_run(ew.floor_mod, a, b), [1, 1, -1, -1, 0, 0])
+    np.testing.assert_array_equal(compile_and_run(ew.trunc_mod, a, b), [1, -1, 1, -1, 0, 0])
+    for op in (ew.divide, ew.floor_mod, ew.trunc_mod):  # by 0: an error, not a trap or a silent 0
+        with pytest.raises(KernelFailure, match="integer division by zero"):
+            compile_and_run(op, a, np.where(b == 1, 0, b).astype(np.int8))
 
 
 def test_float_floor_mod_special_values() -> None:

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 import tessera
 from tessera import relay
-from tessera.errors import ConversionError, TypeInferenceError
+from tessera.errors import ConversionError, KernelFailure, TypeInferenceError
 from tessera.frontend.onnx import from_onnx
 from tessera.op import transform as tf
 from tessera.op import transform_fill as tfill
@@ -101,10 +101,12 @@ def test_take(indices: np.ndarray, axis: int) -> None:
     np.testing.assert_array_equal(out, np.take(x, indices, axis=axis))
 
 
-def test_take_clamps_out_of_range_indices() -> None:
+def test_take_refuses_out_of_range_indices() -> None:
     x = randn(5)
-    out = compile_and_run(lambda a, i: tg.take(a, i, axis=0), x, np.array([7, -9], dtype=np.int64))
+    out = compile_and_run(lambda a, i: tg.take(a, i, axis=0), x, np.array([4, -5], dtype=np.int64))
     np.testing.assert_array_equal(out, x[[4, 0]])
+    with pytest.raises(KernelFailure, match="index out of range"):  # it used to clamp 7 to 4
+        compile_and_run(lambda a, i: tg.take(a, i, axis=0), x, np.array([7, -5], dtype=np.int64))
 
 
 def test_gather_elements_with_negative_indices() -> None:

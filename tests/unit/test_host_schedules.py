@@ -117,7 +117,7 @@ def test_c_kernel_calls_run_as_one_segment():
     kernels = [n for n, node in enumerate(graph["nodes"]) if node["op"] == "kernel"]
     assert [seg["nodes"] for seg in graph["segments"]] == [kernels]
     source = lib.c_sources["graph_segments.c"]
-    assert f"int32_t {graph['segments'][0]['func']}(void* const* args)" in source
+    assert f"int32_t {graph['segments'][0]['func']}(void* const* args, int32_t* failed_call)" in source
     module = tessera.GraphModule(lib)
     module.set_input(0, x)
     module.run()

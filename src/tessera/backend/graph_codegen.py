@@ -21,7 +21,7 @@ from ..relay.module import IRModule
 from ..tir.stmt import PrimFunc
 from .program import MemoryOptions, Program, ProgramMemory, Role, Tensor, extract_program, plan_program_memory
 
-GRAPH_FORMAT_VERSION = 1
+GRAPH_FORMAT_VERSION = 2  # 2: a segment returns the failed call's status, its number through an out-parameter
 
 
 @dataclass
@@ -39,9 +39,9 @@ class Segment:
     """Consecutive kernel calls that one generated C function makes in order.
 
     The function takes one array of argument pointers (every call's
-    arguments, call after call) and returns 0, or k when the k-th call
-    (from 1) failed: a run is then one call from Python per segment, not
-    one per kernel.
+    arguments, call after call) and a place for the number (from 1) of the
+    call that failed; it returns 0, or that call's status. A run is then one
+    call from Python per segment, not one per kernel.
     """
 
     func: str
@@ -114,7 +114,7 @@ class _GraphBuilder:
         params: dict[str, np.ndarray] = {}
         for t in program.params:
             add(GraphNode("param", t.name), [t])
-            params[t.name] = np.ascontiguousarray(t.data)
+            params[t.name] = np.asarray(t.data, order="C")  # keeps 0-d parameters 0-d
         for s in program.steps:
             add(GraphNode("kernel", s.kernel, [refs[id(a)] for a in s.inputs], s.kernel, len(s.outputs),
                           [(t.offset, t.nbytes) for t in s.scratch]), s.outputs)
@@ -147,7 +147,8 @@ def add_segments(plan: GraphPlan, kernels: Mapping[str, PrimFunc]) -> str:
     for k, run in enumerate(runs):
         name = f"{SEGMENT_PREFIX}{k}"
         plan.segments.append(Segment(name, run))
-        lines += ["", f"{EXPORT_MACRO} int32_t {name}(void* const* args) {{"]
+        lines += ["", f"{EXPORT_MACRO} int32_t {name}(void* const* args, int32_t* failed_call) {{",
+                  "  int32_t status;"]
         offset = 0
         for index, nid in enumerate(run, start=1):
             node = plan.nodes[nid]
@@ -155,7 +156,10 @@ def add_segments(plan: GraphPlan, kernels: Mapping[str, PrimFunc]) -> str:
             # the executor passes inputs, outputs, then scratch: the kernel's parameters, in order
             assert count == len(node.inputs) + node.num_outputs + len(node.scratch), node.func
             args = ", ".join(f"args[{offset + j}]" for j in range(count))
-            lines.append(f"  if ({node.func}({args}) != 0) return {index};")
+            lines += [f"  if ((status = {node.func}({args})) != 0) {{",
+                      f"    *failed_call = {index};",
+                      "    return status;",
+                      "  }"]
             offset += count
         lines += ["  return 0;", "}"]
     return "\n".join(lines) + "\n"

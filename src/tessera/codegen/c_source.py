@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Iterable
 
 from .. import dtype as dt
+from ..crt.status import Status, is_status
 from ..errors import CompileError
 from ..tir import expr as E
 from ..tir import stmt as S
@@ -91,6 +92,7 @@ class CodeGenC:
         self._functions: list[str] = []
         self._uses_workspace = False
         self._uses_parallel = False
+        self._uses_status = False
         self._exported: list[str] = []
         self._declarations: list[str] = []
 
@@ -126,6 +128,8 @@ class CodeGenC:
         ]
         if self._uses_workspace:
             lines.append('#include "tessera/c_backend_api.h"')
+        if self._uses_status:
+            lines.append('#include "tessera/c_runtime_api.h"')
         lines += [
             "",
             f"#ifndef {EXPORT_MACRO}",
@@ -156,6 +160,9 @@ class CodeGenC:
     def note_parallel(self) -> None:
         self._uses_parallel = True
 
+    def note_status(self) -> None:
+        self._uses_status = True
+
 
 def _param_decls(func: S.PrimFunc, name_of) -> list[str]:
     params = []
@@ -184,6 +191,8 @@ class _FunctionWriter:
         self.scalars: set[int] = set()  # ids of 1-element local buffers held in scalars
         self.const_buffers: set[int] = set()  # ids of read-only parameters
         self._collapsed_inner: S.For | None = None  # inner loop of the last collapsed parallel pair
+        self._workspace: list[str] = []  # run-time scratch live here, freed by an early return
+        self._parallel_depth = 0  # OpenMP loops forbid `return` inside them
 
     def write(self) -> None:
         f = self.func
@@ -225,7 +234,10 @@ class _FunctionWriter:
             self.emit("#pragma GCC ivdep")
         self.emit(f"for ({c} {var} = 0; {var} < {self.expr(s.extent)}; ++{var}) {{")
         self.indent += 1
+        parallel = s.kind is S.ForKind.PARALLEL
+        self._parallel_depth += parallel
         self.stmt(s.body)
+        self._parallel_depth -= parallel
         self.indent -= 1
         self.emit("}")
 
@@ -294,7 +306,9 @@ class _FunctionWriter:
             f"{c}* {name} = ({c}*)TSBackendAllocWorkspace({buf.nbytes}u);"
         )
         self.emit(f"if ({name} == NULL) return -1;")
+        self._workspace.append(name)
         self.stmt(s.body)
+        self._workspace.pop()
         self.emit(f"TSBackendFreeWorkspace({name});")
 
     def _let(self, s: S.LetStmt) -> None:
@@ -306,7 +320,15 @@ class _FunctionWriter:
         self.emit(f"{self.expr(s.value)};")
 
     def _return(self, s: S.Return) -> None:
-        self.emit(f"return {self.expr(s.value)};")
+        if self._parallel_depth:
+            raise CompileError(f"kernel {self.func.name}: cannot return from inside a parallel loop")
+        value = self.expr(s.value)
+        if isinstance(s.value, E.IntImm) and is_status(s.value.value):
+            self.gen.note_status()
+            value = Status(s.value.value).c_name  # the header's name, not a bare number
+        for name in reversed(self._workspace):  # an early return still frees, innermost first
+            self.emit(f"TSBackendFreeWorkspace({name});")
+        self.emit(f"return {value};")
 
     # ----------------------------------------------------------- expressions
     def lvalue(self, buf: Buffer, indices: Iterable[E.PrimExpr]) -> str:

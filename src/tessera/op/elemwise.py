@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import dtype as dt
 from .. import te
-from ..errors import TypeInferenceError
+from ..crt.status import Status
+from ..errors import InvalidValueError, TypeInferenceError
 from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from . import elemwise_rules as R
@@ -120,12 +121,29 @@ bitwise_not = unary("bitwise_not", R.wrapping_unary(_bitnot), np.invert, INTEGER
 isnan = unary("isnan", _predicate(E.Intrinsic.ISNAN), np.isnan, FLOAT, "bool")
 
 # ----------------------------------------------------- binary, broadcasting
+def _nonzero_divisor(inputs: list[te.Tensor]) -> tuple[te.Check, ...]:
+    """Integer division and modulo test every divisor element once (not per output element)."""
+    b = inputs[1]
+    if dt.is_float(b.dtype):
+        return ()
+    return (te.check(b.shape, lambda *i: E.ne(b[i], E.const(0, b.dtype)), Status.DIVIDE_BY_ZERO),)
+
+
+def _nonzero_divisor_values(shapes: list[tuple[int, ...]], values: list[np.ndarray | None], attrs: object) -> None:
+    b = values[1]
+    if b is not None and b.dtype.kind in "iu" and not np.all(b != 0):
+        raise InvalidValueError("integer division by zero (a divisor is 0)")
+
+
 add = binary("add", R.wrapping(E.add), np.add)
 subtract = binary("subtract", R.wrapping(E.sub), np.subtract)
 multiply = binary("multiply", R.wrapping(E.mul), np.multiply)
-divide = binary("divide", R.divide, R.np_divide)  # integers truncate, as C and ONNX do
-floor_mod = binary("floor_mod", R.floor_mod, R.np_floor_mod)
-trunc_mod = binary("trunc_mod", R.trunc_mod, R.np_trunc_mod)
+# integers truncate, as C and ONNX do; an integer divisor of 0 is an error (ONNX leaves it undefined)
+divide = binary("divide", R.divide, R.np_divide, checks=_nonzero_divisor, validate=_nonzero_divisor_values)
+floor_mod = binary("floor_mod", R.floor_mod, R.np_floor_mod, checks=_nonzero_divisor,
+                   validate=_nonzero_divisor_values)
+trunc_mod = binary("trunc_mod", R.trunc_mod, R.np_trunc_mod, checks=_nonzero_divisor,
+                   validate=_nonzero_divisor_values)
 maximum = binary("maximum", R.maximum, np.maximum)
 minimum = binary("minimum", R.minimum, np.minimum)
 equal = binary("equal", E.eq, np.equal, ANY, "bool")

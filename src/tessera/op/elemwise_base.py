@@ -18,7 +18,7 @@ from ..errors import TypeInferenceError
 from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, broadcast_indices, broadcast_shapes, tensors
-from .registry import Op, OpPattern, register_op
+from .registry import Op, OpPattern, Validate, register_op
 
 UnaryRule = Callable[[E.PrimExpr], E.PrimExpr]
 BinaryRule = Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]
@@ -26,6 +26,7 @@ AttrsRule = Callable[[E.PrimExpr, Any], E.PrimExpr]
 UnaryRef = Callable[[np.ndarray], np.ndarray]
 BinaryRef = Callable[[np.ndarray, np.ndarray], np.ndarray]
 AttrsRef = Callable[[np.ndarray, Any], np.ndarray]
+Checks = Callable[[list[te.Tensor]], tuple[te.Check, ...]]  # a compute's operand checks
 
 # Which dtypes an op accepts: a predicate and its description for errors.
 DTypeClass = tuple[Callable[[str], bool], str]
@@ -103,13 +104,13 @@ def unary_with_attrs(
 
 
 def broadcast_compute(inputs: list[te.Tensor], out: TensorType, rule: Callable[..., E.PrimExpr],
-                      name: str) -> te.Tensor:
+                      name: str, checks: tuple[te.Check, ...] = ()) -> te.Tensor:
     """out[i] = rule(*(t[i broadcast to t] for t in inputs))."""
 
     def element(*i: E.Var) -> E.PrimExpr:
         return E.cast(rule(*(t[broadcast_indices(i, t.shape)] for t in inputs)), out.dtype)
 
-    return te.compute(out.shape, element, name=name)
+    return te.compute(out.shape, element, name=name, checks=checks)
 
 
 def binary(
@@ -118,8 +119,11 @@ def binary(
     reference: BinaryRef,
     allowed: DTypeClass = NUMERIC,
     out_dtype: str | None = None,
+    checks: Checks | None = None,
+    validate: Validate | None = None,
 ) -> Op:
-    """A broadcasting op on two operands of one dtype."""
+    """A broadcasting op on two operands of one dtype; `checks` and `validate`
+    guard operand values (see te.Check and Op.validate)."""
 
     def type_rel(types: tuple[Type, ...], attrs: object) -> Type:
         a, b = tensors(types)
@@ -129,14 +133,16 @@ def binary(
         return TensorType(broadcast_shapes(a.shape, b.shape), out_dtype or a.dtype)
 
     def ref(args: list[np.ndarray], attrs: object) -> np.ndarray:
+        if validate is not None:
+            validate([a.shape for a in args], list(args), attrs)
         with np.errstate(all="ignore"):
             return np.asarray(reference(args[0], args[1])).astype(out_dtype or args[0].dtype)
 
     def compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
-        return broadcast_compute(inputs, out, rule, kernel_name(name))
+        return broadcast_compute(inputs, out, rule, kernel_name(name), checks(inputs) if checks else ())
 
     return register_op(name, type_rel=type_rel, reference=ref, pattern=OpPattern.BROADCAST,
-                       compute=compute, num_inputs=2)
+                       compute=compute, num_inputs=2, validate=validate)
 
 
 def same_type(types: tuple[Type, ...], attrs: object) -> Type:

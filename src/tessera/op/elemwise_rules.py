@@ -8,8 +8,9 @@ so kernels and the constant folder agree:
 * narrow integers (8/16 bit) are promoted to `int` by C, so an intermediate
   `a + b` of two uint8 values can exceed 255 inside a fused kernel; the
   arithmetic rules wrap the result back to the element type;
-* integer division or modulo by 0 (and INT_MIN / -1) trap; they give 0
-  (INT_MIN for the division), as NumPy does;
+* integer division or modulo by 0 (and INT_MIN / -1) trap; the divide and
+  mod ops refuse a 0 divisor (a kernel check, see elemwise.py), and the
+  rules still never trap: 0 gives 0, INT_MIN / -1 gives INT_MIN;
 * shifts by a negative amount or by the type width or more are undefined;
   they follow ONNX BitShift-28 (0, or -1 for a right shift of a negative);
 * float -> integer conversion out of range is undefined; it saturates and

@@ -2,7 +2,9 @@
 
 An op carries everything the pipeline needs about it, next to each other:
 its attribute type, type relation (shape/dtype inference), NumPy reference,
-fusion pattern and TE compute (its lowering to loops). Passes key their
+fusion pattern, TE compute (its lowering to loops) and, for ops whose
+operands' values have a contract (indices in range, divisors not zero), the
+check of operands known at compile time. Passes key their
 tables on the `Op` object, never on its name; the name is for printing and
 for user-facing look-ups (patterns, error messages).
 """
@@ -37,6 +39,8 @@ class OpPattern(enum.IntEnum):
 TypeRelation = Callable[[tuple[Type, ...], Any], Type]
 Reference = Callable[[list[Array], Any], Union[Array, tuple[Array, ...]]]
 Compute = Callable[..., Any]  # (inputs: list[te.Tensor], attrs, out_type) -> Tensor | tuple
+# (input shapes, input values where known else None, attrs) -> None; raises InvalidValueError
+Validate = Callable[[list[tuple[int, ...]], list[Optional[Array]], Any], None]
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -50,6 +54,7 @@ class Op:
     num_inputs: Optional[int] = None  # None: variadic
     doc: str = ""
     foldable: bool = True  # False: FoldConstant keeps calls on constants (e.g. int8 weights to dequantize)
+    validate: Optional[Validate] = None  # refuses operand values the op has no meaning for
 
     def __call__(self, *args: object, **attrs: object) -> Any:
         """Build a call: `conv2d(x, w, strides=(2, 2))`."""
@@ -124,9 +129,10 @@ def register_op(
     num_inputs: Optional[int] = None,
     doc: str = "",
     foldable: bool = True,
+    validate: Optional[Validate] = None,
 ) -> Op:
     return REGISTRY.register(
-        Op(name, type_rel, reference, pattern, compute, attrs, num_inputs, doc, foldable)
+        Op(name, type_rel, reference, pattern, compute, attrs, num_inputs, doc, foldable, validate)
     )
 
 

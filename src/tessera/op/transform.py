@@ -87,7 +87,7 @@ def _transpose_compute(inputs: list[te.Tensor], attrs: TransposeAttrs, out: Tens
 
 transpose = register_op(
     "transpose", type_rel=_transpose_type,
-    reference=lambda args, a: np.ascontiguousarray(np.transpose(args[0], a.axes)),
+    reference=lambda args, a: np.asarray(np.transpose(args[0], a.axes), order="C"),
     pattern=OpPattern.INJECTIVE, compute=_transpose_compute, attrs=TransposeAttrs, num_inputs=1,
 )
 
@@ -240,7 +240,7 @@ def _broadcast_to_compute(inputs: list[te.Tensor], attrs: BroadcastToAttrs, out:
 
 broadcast_to = register_op(
     "broadcast_to", type_rel=_broadcast_to_type,
-    reference=lambda args, a: np.ascontiguousarray(np.broadcast_to(args[0], a.shape)),
+    reference=lambda args, a: np.asarray(np.broadcast_to(args[0], a.shape), order="C"),
     pattern=OpPattern.BROADCAST, compute=_broadcast_to_compute, attrs=BroadcastToAttrs, num_inputs=1,
 )
 

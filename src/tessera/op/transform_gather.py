@@ -1,10 +1,11 @@
 """Gathers: operators that read their input at positions held in a tensor.
 
-Indices are run-time data. A negative index counts from the end of its axis
-(ONNX semantics); the wrapped index is then clamped into the axis, so an
-out-of-range index reads the nearest element instead of memory outside the
-buffer. The NumPy references make the same choices, so constant folding and
-compiled code agree.
+Indices are run-time data. As in ONNX, an index of an axis of size n lies in
+[-n, n - 1], and a negative one counts from the end. Any other index is an
+error: indices known at compile time are refused then (`validate`, which
+the NumPy references call too), and a kernel tests its run-time indices
+before it computes (a `te.Check` per index, not per output element) and
+returns TS_ERROR_INDEX_OUT_OF_RANGE, which the executors report.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 
 from .. import dtype as dt
 from .. import te
-from ..errors import TypeInferenceError
+from ..crt.status import Status
+from ..errors import InvalidValueError, TypeInferenceError
 from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
@@ -28,21 +30,45 @@ def check_indices(t: TensorType, what: str = "indices") -> None:
         raise TypeInferenceError(f"{what} must have an integer dtype, got {t.dtype}")
 
 
+def index_in_range(value: E.PrimExpr, extent: int) -> E.PrimExpr:
+    """`-extent <= value < extent`, compared in a type that holds both sides."""
+    if dt.is_unsigned(value.dtype):
+        return E.lt(E.cast(value, "uint64"), E.const(extent, "uint64"))
+    d = "int32" if value.dtype == "int32" and extent <= dt.max_value("int32") else "int64"
+    value = E.cast(value, d) if value.dtype != d else value
+    return E.logical_and(E.ge(value, E.const(-extent, d)), E.lt(value, E.const(extent, d)))
+
+
+def index_check(indices: te.Tensor, extent: int) -> te.Check:
+    """The kernel's test that every element of `indices` indexes an axis of `extent`."""
+    return te.check(indices.shape, lambda *i: index_in_range(indices[i], extent), Status.INDEX_OUT_OF_RANGE)
+
+
 def wrap_index(value: E.PrimExpr, extent: int) -> E.PrimExpr:
-    """A run-time index into an axis of `extent`: negatives count from the end, then clamp (int32)."""
+    """A checked run-time index (see `index_check`) as a position: negatives count from the end."""
     if value.dtype not in ("int32", "int64"):
         value = E.cast(value, "int64")  # room for `extent`, whatever the index type
     zero = E.const(0, value.dtype)
     value = E.add(value, E.select(E.lt(value, zero), E.const(extent, value.dtype), zero))
-    value = E.maximum(E.minimum(value, E.const(max(extent - 1, 0), value.dtype)), zero)
     return E.cast(value, "int32")
 
 
+def check_index_values(indices: np.ndarray, extent: int, axis: int) -> None:
+    """Refuse an index outside [-extent, extent - 1], naming it and the valid range."""
+    idx = np.asarray(indices)
+    wide = idx.astype(np.float64)  # compares every integer dtype with negative bounds
+    bad = (wide < -extent) | (wide >= extent)
+    if bad.any():
+        raise InvalidValueError(
+            f"index {idx[bad].flat[0]} is out of range for axis {axis} of size {extent} "
+            f"(valid: {-extent}..{extent - 1})"
+        )
+
+
 def wrap_index_np(indices: np.ndarray, extent: int) -> np.ndarray:
-    """NumPy twin of `wrap_index`."""
+    """NumPy twin of `wrap_index` (for indices `check_index_values` accepted)."""
     idx = np.asarray(indices).astype(np.int64)
-    idx = np.where(idx < 0, idx + extent, idx)
-    return np.clip(idx, 0, max(extent - 1, 0))
+    return np.where(idx < 0, idx + extent, idx)
 
 
 # --------------------------------------------------------------------- take
@@ -62,8 +88,20 @@ def _take_type(types: tuple[Type, ...], attrs: TakeAttrs) -> Type:
     return TensorType(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype)
 
 
+def _axis_values(shapes: list[tuple[int, ...]], values: list[np.ndarray | None], axis_attr: int) -> None:
+    """Indices (input 1) along `axis_attr` of the data (input 0), where known."""
+    if values[1] is not None:
+        axis = normalize_axis(axis_attr, len(shapes[0]))
+        check_index_values(values[1], shapes[0][axis], axis)
+
+
+def _take_values(shapes: list[tuple[int, ...]], values: list[np.ndarray | None], attrs: TakeAttrs) -> None:
+    _axis_values(shapes, values, attrs.axis)
+
+
 def _take_ref(args: list[np.ndarray], attrs: TakeAttrs) -> np.ndarray:
     x, idx = args
+    _take_values([x.shape, idx.shape], [x, idx], attrs)
     axis = normalize_axis(attrs.axis, x.ndim)
     return np.take(x, wrap_index_np(idx, x.shape[axis]), axis=axis)
 
@@ -77,12 +115,12 @@ def _take_compute(inputs: list[te.Tensor], attrs: TakeAttrs, out: TensorType) ->
         pos = wrap_index(idx[i[axis:axis + m]], x.shape[axis])
         return x[i[:axis] + (pos,) + i[axis + m:]]
 
-    return te.compute(out.shape, element, name="take")
+    return te.compute(out.shape, element, name="take", checks=(index_check(idx, x.shape[axis]),))
 
 
 take = register_op(
     "take", type_rel=_take_type, reference=_take_ref, pattern=OpPattern.INJECTIVE,
-    compute=_take_compute, attrs=TakeAttrs, num_inputs=2,
+    compute=_take_compute, attrs=TakeAttrs, num_inputs=2, validate=_take_values,
     doc="Gather slices along `axis` (ONNX Gather); a 0-d index removes the axis.",
 )
 
@@ -107,8 +145,14 @@ def _gather_elements_type(types: tuple[Type, ...], attrs: GatherElementsAttrs) -
     return TensorType(idx.shape, x.dtype)
 
 
+def _gather_elements_values(shapes: list[tuple[int, ...]], values: list[np.ndarray | None],
+                            attrs: GatherElementsAttrs) -> None:
+    _axis_values(shapes, values, attrs.axis)
+
+
 def _gather_elements_ref(args: list[np.ndarray], attrs: GatherElementsAttrs) -> np.ndarray:
     x, idx = args
+    _gather_elements_values([x.shape, idx.shape], [x, idx], attrs)
     axis = normalize_axis(attrs.axis, x.ndim)
     grid = list(np.indices(idx.shape, sparse=True))
     grid[axis] = wrap_index_np(idx, x.shape[axis])
@@ -123,12 +167,13 @@ def _gather_elements_compute(inputs: list[te.Tensor], attrs: GatherElementsAttrs
         pos = wrap_index(idx[i], x.shape[axis])
         return x[i[:axis] + (pos,) + i[axis + 1:]]
 
-    return te.compute(out.shape, element, name="gather_elements")
+    return te.compute(out.shape, element, name="gather_elements", checks=(index_check(idx, x.shape[axis]),))
 
 
 gather_elements = register_op(
     "gather_elements", type_rel=_gather_elements_type, reference=_gather_elements_ref,
     pattern=OpPattern.INJECTIVE, compute=_gather_elements_compute, attrs=GatherElementsAttrs, num_inputs=2,
+    validate=_gather_elements_values,
 )
 
 
@@ -159,8 +204,32 @@ def _gather_nd_type(types: tuple[Type, ...], attrs: GatherNDAttrs) -> Type:
     return TensorType(idx.shape[:-1] + x.shape[attrs.batch_dims + q:], x.dtype)
 
 
+def tuple_check(indices: te.Tensor, extents: tuple[int, ...]) -> te.Check:
+    """Index tuples (the last axis of `indices`): component k indexes an axis of `extents[k]`."""
+
+    def cond(*i: E.Var) -> E.PrimExpr:
+        ok = index_in_range(indices[i + (0,)], extents[0])
+        for k in range(1, len(extents)):
+            ok = E.logical_and(ok, index_in_range(indices[i + (k,)], extents[k]))
+        return ok
+
+    return te.check(indices.shape[:-1], cond, Status.INDEX_OUT_OF_RANGE)
+
+
+def check_tuple_values(indices: np.ndarray | None, extents: tuple[int, ...], first_axis: int) -> None:
+    if indices is not None:
+        for k, extent in enumerate(extents):
+            check_index_values(np.asarray(indices)[..., k], extent, first_axis + k)
+
+
+def _gather_nd_values(shapes: list[tuple[int, ...]], values: list[np.ndarray | None], attrs: GatherNDAttrs) -> None:
+    b, q = attrs.batch_dims, shapes[1][-1]
+    check_tuple_values(values[1], shapes[0][b:b + q], b)
+
+
 def _gather_nd_ref(args: list[np.ndarray], attrs: GatherNDAttrs) -> np.ndarray:
     x, idx = args
+    _gather_nd_values([x.shape, idx.shape], [x, idx], attrs)
     b, q = attrs.batch_dims, idx.shape[-1]
     out = np.empty(idx.shape[:-1] + x.shape[b + q:], dtype=x.dtype)
     for pos in np.ndindex(idx.shape[:-1]):
@@ -178,12 +247,12 @@ def _gather_nd_compute(inputs: list[te.Tensor], attrs: GatherNDAttrs, out: Tenso
         tup = tuple(wrap_index(idx[i[:m] + (k,)], x.shape[b + k]) for k in range(q))
         return x[i[:b] + tup + i[m:]]
 
-    return te.compute(out.shape, element, name="gather_nd")
+    return te.compute(out.shape, element, name="gather_nd", checks=(tuple_check(idx, x.shape[b:b + q]),))
 
 
 gather_nd = register_op(
     "gather_nd", type_rel=_gather_nd_type, reference=_gather_nd_ref, pattern=OpPattern.INJECTIVE,
-    compute=_gather_nd_compute, attrs=GatherNDAttrs, num_inputs=2,
+    compute=_gather_nd_compute, attrs=GatherNDAttrs, num_inputs=2, validate=_gather_nd_values,
 )
 
 
@@ -211,11 +280,26 @@ def _reverse_sequence_type(types: tuple[Type, ...], attrs: ReverseSequenceAttrs)
     return x
 
 
+def _reverse_sequence_values(shapes: list[tuple[int, ...]], values: list[np.ndarray | None],
+                             attrs: ReverseSequenceAttrs) -> None:
+    """A sequence length lies in [0, steps] (onnxruntime refuses others)."""
+    lens = values[1]
+    if lens is None:
+        return
+    t, _ = _reverse_sequence_axes(TensorType(shapes[0], "float32"), attrs)
+    wide = np.asarray(lens).astype(np.float64)
+    bad = (wide < 0) | (wide > shapes[0][t])
+    if bad.any():
+        raise InvalidValueError(f"sequence length {np.asarray(lens)[bad].flat[0]} is out of range for time axis "
+                                f"{t} of size {shapes[0][t]} (valid: 0..{shapes[0][t]})")
+
+
 def _reverse_sequence_ref(args: list[np.ndarray], attrs: ReverseSequenceAttrs) -> np.ndarray:
     x, lens = args
+    _reverse_sequence_values([x.shape, lens.shape], [x, lens], attrs)
     t, b = _reverse_sequence_axes(TensorType(x.shape, x.dtype.name), attrs)
     out = x.copy()
-    for k, n in enumerate(np.clip(lens.astype(np.int64), 0, x.shape[t])):
+    for k, n in enumerate(lens.astype(np.int64)):
         src = [slice(None)] * x.ndim
         src[b], src[t] = k, slice(0, n)
         dst = list(src)
@@ -229,16 +313,21 @@ def _reverse_sequence_compute(inputs: list[te.Tensor], attrs: ReverseSequenceAtt
     t, b = _reverse_sequence_axes(TensorType(x.shape, x.dtype), attrs)
     steps = x.shape[t]
 
+    def length_in_range(k: E.Var) -> E.PrimExpr:
+        n = E.cast(lens[(k,)], "int64")
+        return E.logical_and(E.ge(n, E.const(0, "int64")), E.le(n, E.const(steps, "int64")))
+
     def element(*i: E.Var) -> E.PrimExpr:
-        n = E.cast(lens[(i[b],)], "int64")
-        n = E.cast(E.minimum(E.maximum(n, E.const(0, "int64")), E.const(steps, "int64")), "int32")
+        n = E.cast(lens[(i[b],)], "int32")  # checked: 0 <= n <= steps
         src = E.select(E.lt(i[t], n), E.sub(E.sub(n, 1), i[t]), i[t])
         return x[i[:t] + (src,) + i[t + 1:]]
 
-    return te.compute(out.shape, element, name="reverse_sequence")
+    ok = te.check(lens.shape, length_in_range, Status.INDEX_OUT_OF_RANGE)
+    return te.compute(out.shape, element, name="reverse_sequence", checks=(ok,))
 
 
 reverse_sequence = register_op(
     "reverse_sequence", type_rel=_reverse_sequence_type, reference=_reverse_sequence_ref,
     pattern=OpPattern.INJECTIVE, compute=_reverse_sequence_compute, attrs=ReverseSequenceAttrs, num_inputs=2,
+    validate=_reverse_sequence_values,
 )

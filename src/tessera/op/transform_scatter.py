@@ -6,7 +6,10 @@ it: along the scatter axis for scatter_elements (cost O(out * K)), over all
 index tuples for scatter_nd (O(out * J * q)). Without a reduction the last
 matching update wins, as in the sequential ONNX definition; with one, the
 data element is combined with the matching updates in index order, so
-floating-point sums round exactly like the reference loop.
+floating-point sums round exactly like the reference loop. Indices follow
+ONNX: in [-n, n - 1] for an axis of size n, negatives counting from the end;
+others are refused at compile time or make the kernel return
+TS_ERROR_INDEX_OUT_OF_RANGE (see transform_gather).
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .registry import OpPattern, register_op
 from .transform import unravel
-from .transform_gather import check_indices, wrap_index, wrap_index_np
+from .transform_gather import (
+    check_index_values,
+    check_indices,
+    check_tuple_values,
+    index_check,
+    tuple_check,
+    wrap_index,
+    wrap_index_np,
+)
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 
@@ -53,14 +64,17 @@ def _check_updates(data: TensorType, updates: TensorType, shape: tuple[int, ...]
         raise TypeInferenceError(f"updates must have shape {shape}, got {updates.shape}")
 
 
-def _scatter(data: te.Tensor, count: int, match: Match, read: Read, reduction: str, name: str) -> te.Tensor:
-    """out[i] = data[i] combined with read(i, j) for every update j < count that matches i."""
+def _scatter(data: te.Tensor, count: int, match: Match, read: Read, reduction: str, name: str,
+             ok: te.Check) -> te.Tensor:
+    """out[i] = data[i] combined with read(i, j) for every update j < count that matches i;
+    `ok` checks the indices before any of it."""
     if count == 0:
         return te.compute(data.shape, lambda *i: data[i], name=name)
     if reduction == "none":
         k = te.reduce_axis(count, "j")
         last = te.compute(
-            data.shape, lambda *i: te.max_reduce(E.select(match(i, k.var), k.var, -1), k), name=f"{name}_last"
+            data.shape, lambda *i: te.max_reduce(E.select(match(i, k.var), k.var, -1), k), name=f"{name}_last",
+            checks=(ok,),
         )
         return te.compute(
             data.shape,
@@ -75,7 +89,7 @@ def _scatter(data: te.Tensor, count: int, match: Match, read: Read, reduction: s
         update = E.select(match(i, j), read(i, E.maximum(j, 0)), E.const(identity(data.dtype), data.dtype))
         return reducer(E.select(E.eq(k.var, 0), data[i], update), k)
 
-    return te.compute(data.shape, element, name=name)
+    return te.compute(data.shape, element, name=name, checks=(ok,))
 
 
 def _combine_np(reduction: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -105,8 +119,16 @@ def _scatter_elements_type(types: tuple[Type, ...], attrs: ScatterElementsAttrs)
     return data
 
 
+def _scatter_elements_values(shapes: list[tuple[int, ...]], values: list[np.ndarray | None],
+                             attrs: ScatterElementsAttrs) -> None:
+    if values[1] is not None:
+        axis = normalize_axis(attrs.axis, len(shapes[0]))
+        check_index_values(values[1], shapes[0][axis], axis)
+
+
 def _scatter_elements_ref(args: list[np.ndarray], attrs: ScatterElementsAttrs) -> np.ndarray:
     data, idx, upd = args
+    _scatter_elements_values([a.shape for a in args], list(args), attrs)
     axis = normalize_axis(attrs.axis, data.ndim)
     combine = _combine_np(attrs.reduction)
     out = data.copy()
@@ -139,13 +161,13 @@ def _scatter_elements_compute(inputs: list[te.Tensor], attrs: ScatterElementsAtt
         return E.logical_and(covered(i), E.eq(wrap_index(idx[source(i, k)], data.shape[axis]), i[axis]))
 
     return _scatter(data, idx.shape[axis], match, lambda i, k: upd[source(i, k)], attrs.reduction,
-                    "scatter_elements")
+                    "scatter_elements", index_check(idx, data.shape[axis]))
 
 
 scatter_elements = register_op(
     "scatter_elements", type_rel=_scatter_elements_type, reference=_scatter_elements_ref,
     pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_scatter_elements_compute, attrs=ScatterElementsAttrs,
-    num_inputs=3,
+    num_inputs=3, validate=_scatter_elements_values,
 )
 
 
@@ -167,8 +189,14 @@ def _scatter_nd_type(types: tuple[Type, ...], attrs: ScatterNDAttrs) -> Type:
     return data
 
 
+def _scatter_nd_values(shapes: list[tuple[int, ...]], values: list[np.ndarray | None],
+                       attrs: ScatterNDAttrs) -> None:
+    check_tuple_values(values[1], shapes[0][:shapes[1][-1]], 0)
+
+
 def _scatter_nd_ref(args: list[np.ndarray], attrs: ScatterNDAttrs) -> np.ndarray:
     data, idx, upd = args
+    _scatter_nd_values([a.shape for a in args], list(args), attrs)
     combine = _combine_np(attrs.reduction)
     out = data.copy()
     for pos in np.ndindex(idx.shape[:-1]):
@@ -191,10 +219,12 @@ def _scatter_nd_compute(inputs: list[te.Tensor], attrs: ScatterNDAttrs, out: Ten
     def read(i: tuple[E.Var, ...], j: E.PrimExpr) -> E.PrimExpr:
         return upd[tuple(unravel(j, prefix)) + tuple(i[q:])]
 
-    return _scatter(data, math.prod(prefix), match, read, attrs.reduction, "scatter_nd")
+    return _scatter(data, math.prod(prefix), match, read, attrs.reduction, "scatter_nd",
+                    tuple_check(idx, data.shape[:q]))
 
 
 scatter_nd = register_op(
     "scatter_nd", type_rel=_scatter_nd_type, reference=_scatter_nd_ref,
     pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_scatter_nd_compute, attrs=ScatterNDAttrs, num_inputs=3,
+    validate=_scatter_nd_values,
 )

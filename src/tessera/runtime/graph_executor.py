@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import RuntimeExecutionError, did_you_mean
+from ..crt.status import describe
+from ..errors import KernelFailure, RuntimeExecutionError, did_you_mean
 
 ALIGNMENT = 64
 
@@ -78,12 +79,22 @@ def _thread_setter(lib: "object", count: int | None) -> Callable[[], object]:
     return functools.partial(fn, count)
 
 
-def _failure(names: list[str] | str, status: int) -> str:
-    """A segment answers which of its calls failed (from 1); a single kernel, its own status."""
-    if isinstance(names, str):
-        return f"kernel {names} failed with status {status}"
-    name = names[status - 1] if 0 < status <= len(names) else "?"
-    return f"kernel {name} failed"
+def _kernel_failure(kernel: str, status: int) -> KernelFailure:
+    return KernelFailure(f"kernel {kernel}: {describe(status)}", kernel, status)
+
+
+def _segment_call(fn: ctypes._CFuncPtr, table: int, kernels: list[str]) -> Callable[[], int]:
+    """One segment's call; a failing kernel raises, named by the segment's out-parameter."""
+    fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32)]
+
+    def call() -> int:
+        failed = ctypes.c_int32(0)  # per call: runs on other threads have their own
+        status = fn(table, ctypes.byref(failed))
+        if status != 0:
+            raise _kernel_failure(kernels[failed.value - 1] if 0 < failed.value <= len(kernels) else "?", status)
+        return 0
+
+    return call
 
 
 class GraphModule:
@@ -166,9 +177,8 @@ class GraphModule:
             table = [a.ctypes.data for n in seg["nodes"] for a in arguments[n]]
             pointers = (ctypes.c_void_p * max(len(table), 1))(*table)
             self._keep.append(pointers)
-            fn = lib.find_function(seg["func"])
-            fn.argtypes = [ctypes.c_void_p]
-            steps.append(([nodes[n]["func"] for n in seg["nodes"]], functools.partial(fn, ctypes.addressof(pointers))))
+            kernels = [nodes[n]["func"] for n in seg["nodes"]]
+            steps.append((kernels, _segment_call(lib.find_function(seg["func"]), ctypes.addressof(pointers), kernels)))
             covered.update(seg["nodes"])
         return steps
 
@@ -218,9 +228,9 @@ class GraphModule:
             self.set_input(**inputs)
         self._set_threads()
         for names, call in self._steps:
-            status = call()
+            status = call()  # a segment raises for its failing kernel itself
             if status != 0:
-                raise RuntimeExecutionError(_failure(names, status))
+                raise _kernel_failure(str(names), status)
 
     def get_output(self, index: int) -> np.ndarray:
         if not 0 <= index < len(self._outputs):
@@ -246,8 +256,9 @@ class GraphModule:
             self._set_threads()
             for k, (name, call) in enumerate(self._calls):
                 t0 = time.perf_counter()
-                if call() != 0:
-                    raise RuntimeExecutionError(f"kernel {name} failed")
+                status = call()
+                if status != 0:
+                    raise _kernel_failure(name, status)
                 samples[k].append(time.perf_counter() - t0)
         return [(name, sorted(s)[len(s) // 2]) for (name, _), s in zip(self._calls, samples)]
 

@@ -43,7 +43,7 @@ def save_params(params: Mapping[str, np.ndarray]) -> bytes:
     out = bytearray(MAGIC)
     out += struct.pack("<I", len(params))
     for name in sorted(params):
-        arr = np.ascontiguousarray(params[name])
+        arr = np.asarray(params[name], order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         encoded, dtype = name.encode(), arr.dtype.name.encode()
         out += struct.pack("<I", len(encoded)) + encoded
         out += struct.pack("<I", len(dtype)) + dtype

@@ -1,6 +1,7 @@
 """Tensor expressions: compute definitions that lower to TIR loop nests."""
 
 from .tensor import (
+    Check,
     Combiner,
     ComputeOp,
     IterKind,
@@ -10,6 +11,7 @@ from .tensor import (
     Tensor,
     argmax,
     argmin,
+    check,
     compute,
     max_reduce,
     min_reduce,
@@ -21,7 +23,7 @@ from .tensor import (
 from .lower import lower
 
 __all__ = [
-    "Combiner", "ComputeOp", "IterKind", "IterVar", "PlaceholderOp", "Reduce", "Tensor",
-    "argmax", "argmin", "compute", "lower", "max_reduce", "min_reduce", "placeholder",
+    "Check", "Combiner", "ComputeOp", "IterKind", "IterVar", "PlaceholderOp", "Reduce", "Tensor",
+    "argmax", "argmin", "check", "compute", "lower", "max_reduce", "min_reduce", "placeholder",
     "prod", "reduce_axis", "sum",
 ]

@@ -10,6 +10,10 @@ Policy, in the order the decisions are made:
    into that output's buffer; the consumer then runs as an epilogue inside
    the reduction's outer loops, while the data is still in cache.
 3. Other materialised stages get a scratch buffer (`Allocate`).
+4. The `Check`s of a stage, and of the stages inlined into it, are tested in
+   loops of their own just before it runs: where one fails the kernel
+   returns the check's status. (A reduction is not fused with an epilogue
+   whose checks read it: they would run before it is computed.)
 
 A reduction's loops follow its `loop_order`. When reduce axes are innermost
 the value accumulates in a local scalar; when a schedule moves them outward
@@ -31,7 +35,7 @@ from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
 from ..tir.functor import map_expr, substitute, walk_expr
 from ..tir.simplify import simplify_index
-from .tensor import Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
+from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
 
 # Stages with fewer loop iterations (all axes, reductions included) than this
 # run on one thread: below it, waking the other threads costs more than it saves.
@@ -237,15 +241,22 @@ class _Lowering:
             if isinstance(user.body, Reduce) or id(user) in {id(u) for u in self.epilogue_of.values()}:
                 continue
             # Every read of `op` in the expanded user body must be at the
-            # user's own index, or writing in place would be wrong.
+            # user's own index, or writing in place would be wrong. Other
+            # materialised stages the user reads get their buffers only in
+            # `run`: stand-ins let the probe expand the body now.
             saved = dict(self.buffers)
             marker = Buffer(f"{op.name}_probe", op.shape, op.dtype)
             self.buffers[id(op)] = marker
+            for other in self.stages:
+                if id(other) not in self.inlined and id(other) not in self.buffers:
+                    self.buffers[id(other)] = Buffer(f"{other.name}_probe", other.shape, other.dtype)
             body = self.expand(user.body)
+            conds = [self.expand(c.cond) for c in self._carried_checks(user)]
             self.buffers = saved
             self._expanded.clear()
             reads = [n for n in walk_expr(body) if isinstance(n, E.BufferLoad) and n.buffer is marker]
-            if reads and all(_is_own_index(n.indices, user.axes) for n in reads):
+            checked = any(isinstance(n, E.BufferLoad) and n.buffer is marker for c in conds for n in walk_expr(c))
+            if reads and not checked and all(_is_own_index(n.indices, user.axes) for n in reads):
                 self.epilogue_of[id(op)] = user
                 self.buffers[id(op)] = self.buffers[id(user)]
 
@@ -260,15 +271,45 @@ class _Lowering:
             self.buffers[id(op)] = buf
             allocs.append(buf)
         body_parts: list[S.Stmt] = []
+        tested: set[int] = set()  # checks already emitted (an inlined op may feed several stages)
         for op in self.stages:
             if id(op) in self.inlined or id(op) in fused_epilogues:
                 continue
+            epilogue = self.epilogue_of.get(id(op))
+            for carrier in (op,) if epilogue is None else (op, epilogue):
+                for check in self._carried_checks(carrier):
+                    if id(check) not in tested:
+                        tested.add(id(check))
+                        body_parts.append(self._emit_check(check))
             body_parts.append(self._emit_stage(op))
         body = S.seq(*body_parts)
         for buf in reversed(allocs):
             body = S.Allocate(buf, body)
         return S.PrimFunc(self.name, tuple(self.params_in + self.params_out), body,
                           len(self.params_in), attrs or {})
+
+    def _carried_checks(self, op: ComputeOp) -> list[Check]:
+        """Checks of `op` and of the inlined stages its expansion pulls in, producers' first."""
+        found: list[Check] = []
+        seen: set[int] = set()
+
+        def visit(o: ComputeOp) -> None:
+            if id(o) in seen:
+                return
+            seen.add(id(o))
+            for t in o.inputs():
+                if id(t.op) in self.inlined:
+                    visit(t.op)  # type: ignore[arg-type]
+            found.extend(o.checks)
+
+        visit(op)
+        return found
+
+    def _emit_check(self, check: Check) -> S.Stmt:
+        """Serial loops over the check's points; the first that fails returns its status."""
+        cond = simplify_index(self.expand(check.cond), {a.var: a.extent for a in check.axes})
+        fail = S.IfThenElse(E.logical_not(cond), S.Return(E.IntImm(check.status)))
+        return _loop_nest(check.axes, fail)
 
     def _ordered_axes(self, op: ComputeOp) -> list[IterVar]:
         axes = list(op.axes) + list(op.reduce_axes)
@@ -286,7 +327,8 @@ class _Lowering:
             return _parallel_outer(_loop_nest(self._ordered_axes(op), S.BufferStore(buf, value, index)), work)
         reduce = op.body
         order = self._ordered_axes(op)
-        first_reduce = next(k for k, a in enumerate(order) if a.kind is IterKind.REDUCE)
+        # a reduction over no axes (a 0-d input) combines its one element with the identity
+        first_reduce = next((k for k, a in enumerate(order) if a.kind is IterKind.REDUCE), len(order))
         outer, inner = order[:first_reduce], order[first_reduce:]
         inner_spatial = [a for a in inner if a.kind is IterKind.SPATIAL]
         source = self._simplified(op, self.expand(reduce.source))

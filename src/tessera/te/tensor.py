@@ -3,7 +3,9 @@
 A `Tensor` is produced by an operation: a `PlaceholderOp` (a kernel input) or
 a `ComputeOp` (a value per output index, possibly a reduction). Compute ops
 also carry scheduling hints that `lower` honours: the loop order and whether
-a non-reduction stage is materialised in a buffer instead of inlined.
+a non-reduction stage is materialised in a buffer instead of inlined; and
+`Check`s, conditions on their operands (indices in range, divisors not zero)
+that the kernel tests before computing, returning a status where one fails.
 """
 
 from __future__ import annotations
@@ -56,6 +58,19 @@ class Reduce(E.PrimExpr):
 
 
 @dataclass(frozen=True, eq=False, slots=True)
+class Check:
+    """A condition every point of `axes` must meet, or the kernel returns `status`.
+
+    `lower` tests it before the first stage that computes (or inlines) the op
+    carrying it, once per point: per index or divisor, not per output element.
+    """
+
+    axes: tuple[IterVar, ...]
+    cond: E.PrimExpr  # bool; may read tensors
+    status: int  # a tessera.crt.status.Status
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class PlaceholderOp:
     name: str
     shape: tuple[int, ...]
@@ -71,6 +86,7 @@ class ComputeOp:
     materialize: bool = False  # keep in a buffer even when it could be inlined
     register_tile: bool = False  # accumulate the spatial loops inside the reduction in a local array
     unroll: tuple[str, ...] = ()  # axis names whose loops the C compiler should unroll fully
+    checks: tuple[Check, ...] = ()  # conditions on the operands, tested before computing
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -90,6 +106,7 @@ class ComputeOp:
 
         seen: dict[int, Tensor] = {}
         roots = [self.body.source] if isinstance(self.body, Reduce) else [self.body]
+        roots += [c.cond for c in self.checks]
         for root in roots:
             for node in walk_expr(root):
                 if isinstance(node, E.ProducerLoad) and id(node.producer) not in seen:
@@ -146,6 +163,7 @@ def compute(
     materialize: bool = False,
     register_tile: bool = False,
     unroll: Sequence[str] = (),
+    checks: Sequence[Check] = (),
 ) -> Tensor:
     """A tensor whose element at index `i` is `fcompute(*i)`.
 
@@ -153,7 +171,8 @@ def compute(
     next to the reduce axes' names. `register_tile`: the spatial loops that
     `loop_order` puts inside the reduce axes form a small tile accumulated in
     a local array (registers) rather than in the output buffer. `unroll`
-    names short loops (e.g. kernel taps) to unroll fully.
+    names short loops (e.g. kernel taps) to unroll fully. `checks` (see
+    `check`) guard the operands.
     """
     names = list(axis_names) if axis_names is not None else [f"i{k}" for k in range(len(shape))]
     if len(names) != len(shape):
@@ -171,7 +190,14 @@ def compute(
         }
         if set(order) != known or len(order) != len(known):
             raise ValueError(f"loop_order {order} must list exactly the axes {sorted(known)}")
-    return Tensor(ComputeOp(name, axes, body, order, materialize, register_tile, tuple(unroll)))
+    return Tensor(ComputeOp(name, axes, body, order, materialize, register_tile, tuple(unroll), tuple(checks)))
+
+
+def check(shape: Sequence[int], fcond: Callable[..., E.ExprLike], status: int, name: str = "c") -> Check:
+    """A `Check` that `fcond(*i)` holds at every index `i` of `shape`."""
+    axes = tuple(IterVar(E.Var(f"{name}{k}", "int32"), int(extent), IterKind.SPATIAL)
+                 for k, extent in enumerate(shape))
+    return Check(axes, E.as_expr(fcond(*(a.var for a in axes))), int(status))
 
 
 def reduce_axis(extent: int, name: str = "k") -> IterVar:

@@ -25,7 +25,7 @@ from .mlf_archive import with_manifest, write_folder, write_tar
 from .runner import BoardRun, Signature, TensorSig, run_on_board, run_on_host
 from .interface import header, header_name, params_file, params_source, source
 from ..lift_workspace import workspace_params
-from .plan import AotProgram
+from .plan import AotProgram, kernel_statuses
 
 MLF_VERSION = 1
 CRT_HEADERS = ("c_backend_api.h", "c_runtime_api.h")
@@ -105,7 +105,8 @@ class AotLibrary:
             "in_place_outputs": p.planned.inplace,
             "params_bytes": p.params_size,
             "kernels": [{"name": k, "workspace_bytes": p.workspace.get(k, 0),
-                         "planned_scratch_bytes": sum(b.nbytes for b in workspace_params(p.kernels[k]))}
+                         "planned_scratch_bytes": sum(b.nbytes for b in workspace_params(p.kernels[k])),
+                         "error_statuses": kernel_statuses(p.kernels[k])}
                         for k in sorted(p.kernels)],
             "steps": len(p.steps),
         }
@@ -166,7 +167,8 @@ class AotLibrary:
     def signature(self) -> Signature:
         p = self.program
         return Signature(p.name, tuple(TensorSig(t.name, t.type) for t in p.inputs),
-                         tuple(TensorSig(t.name, t.type) for t in p.outputs))
+                         tuple(TensorSig(t.name, t.type) for t in p.outputs),
+                         tuple((k, tuple(kernel_statuses(f))) for k, f in sorted(p.kernels.items())))
 
     def run_host(self, inputs: Sequence[np.ndarray], toolchain: Toolchain | None = None) -> list[np.ndarray]:
         """Compile the model and a test main with the host gcc, run it, return the outputs."""

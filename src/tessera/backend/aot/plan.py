@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...relay.module import IRModule
-from ...tir.stmt import Allocate, PrimFunc, walk_stmts
+from ...tir.expr import IntImm
+from ...tir.stmt import Allocate, PrimFunc, Return, walk_stmts
 from ...tir.buffer import Scope
 from ..memory_plan import MemoryPlan, PoolPlan, align_up
 from ..program import (MemoryOptions, ProgramMemory, Role, Step, Tensor, extract_program,
                        plan_program_memory)
 
 PARAM_ALIGNMENT = 16
-__all__ = ["AotProgram", "Role", "Step", "Tensor", "build_program", "kernel_workspace"]
+__all__ = ["AotProgram", "Role", "Step", "Tensor", "build_program", "kernel_statuses", "kernel_workspace"]
 
 
 @dataclass
@@ -65,6 +66,12 @@ class AotProgram:
             raw = np.ascontiguousarray(t.data).tobytes()
             blob[t.offset:t.offset + len(raw)] = raw
         return bytes(blob)
+
+
+def kernel_statuses(func: PrimFunc) -> list[int]:
+    """The error statuses a kernel's checks return (see te.Check), sorted."""
+    return sorted({s.value.value for s in walk_stmts(func.body)
+                   if isinstance(s, Return) and isinstance(s.value, IntImm) and s.value.value != 0})
 
 
 def kernel_workspace(func: PrimFunc, alignment: int = 16) -> int:

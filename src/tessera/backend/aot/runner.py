@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import CompileError, RuntimeExecutionError
+from ...crt.status import describe
+from ...errors import CompileError, KernelFailure, RuntimeExecutionError
 from ...relay.ty import TensorType
 from ...target.toolchain import SourceFile, Toolchain, cache_dir, link_shared_library
 from ...util.atomic import TEMP_PREFIX, atomic_directory
@@ -42,13 +43,31 @@ class Signature:
     name: str
     inputs: tuple[TensorSig, ...]
     outputs: tuple[TensorSig, ...]
+    kernel_statuses: tuple[tuple[str, tuple[int, ...]], ...] = ()  # kernel -> the error statuses it may return
 
     @classmethod
     def from_metadata(cls, meta: dict) -> "Signature":
         def tensors(items: list[dict]) -> tuple[TensorSig, ...]:
             return tuple(TensorSig(t["name"], TensorType(tuple(t["shape"]), t["dtype"])) for t in items)
 
-        return cls(meta["model_name"], tensors(meta["inputs"]), tensors(meta["outputs"]))
+        statuses = tuple((k["name"], tuple(k.get("error_statuses", ()))) for k in meta.get("kernels", ()))
+        return cls(meta["model_name"], tensors(meta["inputs"]), tensors(meta["outputs"]), statuses)
+
+    def failure(self, status: int) -> KernelFailure:
+        """The error for a run that returned `status`, naming the kernels that can return it."""
+        kernels = [k for k, codes in self.kernel_statuses if status in codes]
+        where = ""
+        if len(kernels) == 1:
+            where = f" in kernel {kernels[0]}"
+        elif kernels:
+            where = f" in one of kernels {', '.join(kernels)}"
+        return KernelFailure(f"model {self.name}: {describe(status)}{where}", ",".join(kernels), status)
+
+    def check_status(self, stdout: str) -> None:
+        """Raise the run's failure when the test program reported a non-zero status."""
+        for line in stdout.splitlines():
+            if line.startswith("TSERROR "):
+                raise self.failure(int(line.split()[1]))
 
     def check_inputs(self, inputs: Sequence[np.ndarray]) -> None:
         if len(inputs) != len(self.inputs):
@@ -137,6 +156,7 @@ def run_on_host(folder: Path, sig: Signature, inputs: Sequence[np.ndarray], tool
         tc = replace(toolchain, cflags=(*toolchain.cflags, *include_flags(folder)), pic=False)
         exe = link_shared_library([(tc, u) for u in _units(folder, main)], Path(tmp) / "model", tc, shared=False)
         run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600)
+    sig.check_status(run.stdout)
     if run.returncode != 0:
         raise RuntimeExecutionError(f"AOT model {sig.name} exited with {run.returncode}:\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
     return parse_outputs(sig, run.stdout)
@@ -186,6 +206,7 @@ def run_on_board(folder: Path, sig: Signature, board: str, inputs: Sequence[np.n
                 for u in units]
         elf = build_elf(spec, unit, [], work / f"build{repeat}", extra_cflags=flags)
         result = qemu_run(spec, elf, timeout=timeout, count_instructions=count_instructions)
+        sig.check_status(result.stdout)
         if result.exit_code != 0:
             raise RuntimeExecutionError(f"AOT model {sig.name} on {board} exited with {result.exit_code}:\n"
                                         f"{result.stdout[-2000:]}{result.stderr[-2000:]}")

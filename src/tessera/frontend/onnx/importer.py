@@ -31,6 +31,7 @@ from ...relay.visitor import free_vars, substitute
 from ...transform.fold_constant import fold_expr
 from ...transform.infer_type import infer_expr
 from .registry import CONVERTERS, DEFAULT_DOMAIN
+from .validate import check_constant_operands, check_opsets, check_unique_names
 
 ONNX_DTYPES: dict[int, str] = {
     onnx.TensorProto.FLOAT: "float32",
@@ -218,6 +219,8 @@ class GraphImporter:
         self._inferred: dict[str, TensorType] | None = None
 
     def run(self) -> tuple[IRModule, dict[str, np.ndarray]]:
+        check_opsets(self.opsets)
+        check_unique_names(self.graph)
         self._read_initializers()
         self._read_inputs()
         ctx = ImportContext(self.params, {v.name_hint for v in self.input_vars})
@@ -246,7 +249,7 @@ class GraphImporter:
             except Exception as err:  # malformed tensor data
                 raise ConversionError(f"initializer {init.name!r} cannot be read: {err}") from None
             onnx_dtype(init.data_type, f"initializer {init.name!r}")
-            value = np.ascontiguousarray(value)
+            value = np.asarray(value, order="C")  # keeps 0-d scalars 0-d (ascontiguousarray makes them (1,))
             if self.freeze_params or value.dtype.kind != "f":
                 # integer initializers are shapes, indices and axes: keep them constant
                 self.env[init.name] = Constant(value)
@@ -300,7 +303,8 @@ class GraphImporter:
             result = fn(node, ctx)
             results = list(result) if isinstance(result, (list, tuple)) else [result]
             all_const = all(isinstance(i, Constant) for i in inputs if i is not None)
-            results = [self._finish(r, all_const) for r in results]
+            known = {id(i) for i in inputs if i is not None}  # checked when their nodes were converted
+            results = [self._finish(r, all_const, known) for r in results]
         except NeedsConstantError as err:
             raise NeedsConstantError(f"{node.describe()}: {err}", err.input_names) from None
         except TesseraError as err:
@@ -363,8 +367,9 @@ class GraphImporter:
         return convert
 
     @staticmethod
-    def _finish(expr: Expr, all_const: bool) -> Expr:
+    def _finish(expr: Expr, all_const: bool, known: set[int]) -> Expr:
         expr = infer_expr(expr, incremental=True)
+        check_constant_operands(expr, known)  # what folding (or the kernel) would refuse, named now
         if all_const:
             expr = fold_expr(expr)
             expr = infer_expr(expr, incremental=True)

@@ -25,6 +25,11 @@ Converter = Callable[["Node", "ImportContext"], ConverterResult]
 
 DEFAULT_DOMAIN = ""
 
+# The newest opset of each domain whose operator changes the converters
+# follow: ONNX 1.23's node tests reach opset 28 and pass. A model importing a
+# newer opset is refused (frontend/onnx/validate.py), not guessed at.
+HIGHEST_OPSET: dict[str, int] = {DEFAULT_DOMAIN: 28, "com.microsoft": 1}
+
 
 @dataclass(frozen=True)
 class _Entry:
@@ -65,6 +70,9 @@ class ConverterRegistry:
 
     def op_types(self, domain: str = DEFAULT_DOMAIN) -> list[str]:
         return sorted(op for d, op in self._entries if d == domain)
+
+    def domains(self) -> set[str]:
+        return {domain for domain, _ in self._entries}
 
     def supports(self, op_type: str, domain: str = DEFAULT_DOMAIN) -> bool:
         return (domain, op_type) in self._entries

@@ -30,13 +30,16 @@ typedef struct {
   uint8_t dtype_bits;
 } TSTensor;
 
+/* Mirrored in Python by tessera/crt/status.py (a test keeps the two equal). */
 typedef enum {
   TS_OK = 0,
-  TS_ERROR_KERNEL = -1,       /* a kernel could not get its scratch memory */
-  TS_ERROR_ARG_COUNT = -2,    /* packed call: wrong number of arguments */
-  TS_ERROR_ARG_TYPE = -3,     /* packed call: an argument has the wrong dtype */
-  TS_ERROR_ARG_SHAPE = -4,    /* packed call: an argument has the wrong shape */
-  TS_ERROR_NULL_POINTER = -5, /* a pool or tensor pointer is NULL */
+  TS_ERROR_KERNEL = -1,             /* a kernel could not get its scratch memory */
+  TS_ERROR_ARG_COUNT = -2,          /* packed call: wrong number of arguments */
+  TS_ERROR_ARG_TYPE = -3,           /* packed call: an argument has the wrong dtype */
+  TS_ERROR_ARG_SHAPE = -4,          /* packed call: an argument has the wrong shape */
+  TS_ERROR_NULL_POINTER = -5,       /* a pool or tensor pointer is NULL */
+  TS_ERROR_INDEX_OUT_OF_RANGE = -6, /* a gather/scatter index (or sequence length) outside its axis */
+  TS_ERROR_DIVIDE_BY_ZERO = -7,     /* an integer division or modulo by zero */
 } TSStatus;
 
 /* Host builds: threads for the kernels' parallel loops (n <= 0 keeps the

@@ -46,7 +46,10 @@ def flatten(node: Node, ctx: ImportContext) -> Expr:
     x = node.input(0)
     shape = ctx.shape_of(x)
     axis = int(node.attr("axis", 1))
-    axis = axis % len(shape) if axis < 0 else axis
+    if not -len(shape) <= axis <= len(shape):
+        raise node.error(f"axis {axis} is out of range for a {len(shape)}-d input "
+                         f"(valid: {-len(shape)}..{len(shape)})")
+    axis = axis + len(shape) if axis < 0 else axis
     outer = int(np.prod(shape[:axis], dtype=np.int64))
     return tf.reshape(x, newshape=(outer, int(np.prod(shape[axis:], dtype=np.int64))))
 
