@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import tessera
 from tessera.cli import main
@@ -193,6 +193,20 @@ def test_input_shape_names_are_checked(add_so, tmp_path, capsys):
     # a compiled module has fixed shapes: --input-shape was silently ignored
     assert "--input-shape applies when MODULE is an .onnx file" in _error(
         ["run", add_so, "--input-shape", "c:2,3", "--random-input", "-q"], capsys)
+
+
+def test_input_shape_for_a_weight_listed_as_an_input_is_refused(tmp_path, capsys):
+    """Older exporters list initializers among the inputs; their shapes come from their data."""
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3)),
+                               helper.make_tensor_value_info("w", TensorProto.FLOAT, (2, 3))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 3))], [w])
+    path = tmp_path / "old.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    message = _error(["run", str(path), "--input-shape", "w:5,5", "--random-input", "-q"], capsys)
+    assert "shape given for unknown input(s) ['w'] (w: values stored in the model, their shapes are fixed)" in message
+    assert "inputs: ['x']" in message
 
 
 # ---------------------------------------------------------------- counts, names and other flag values

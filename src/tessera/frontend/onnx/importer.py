@@ -260,21 +260,25 @@ class GraphImporter:
                 self.env[init.name] = var
 
     def _read_inputs(self) -> None:
+        fixed: list[str] = []  # listed as inputs, but their values are in the model
         for vi in self.graph.input:
             if vi.name in self.env:
-                continue  # an initializer listed as input (older exporters)
+                fixed.append(vi.name)  # an initializer listed as input (older exporters)
+                continue
             if vi.name in self.constant_inputs:
+                fixed.append(vi.name)
                 self.env[vi.name] = Constant(np.asarray(self.constant_inputs[vi.name]))
                 continue
             ty = _value_info_type(vi, self.shape_overrides.get(vi.name))
             var = Var(sanitize_name(vi.name), ty)
             self.input_vars.append(var)
             self.env[vi.name] = var
-        unknown = set(self.shape_overrides) - {vi.name for vi in self.graph.input}
+        runtime = [vi.name for vi in self.graph.input if vi.name not in fixed]
+        unknown = set(self.shape_overrides) - set(runtime)
         if unknown:
-            raise ConversionError(
-                f"shape given for unknown input(s) {sorted(unknown)}; inputs: {[vi.name for vi in self.graph.input]}"
-            )
+            held = sorted(unknown & set(fixed))
+            why = f" ({', '.join(held)}: values stored in the model, their shapes are fixed)" if held else ""
+            raise ConversionError(f"shape given for unknown input(s) {sorted(unknown)}{why}; inputs: {runtime}")
 
     def _convert(self, proto: onnx.NodeProto, index: int, ctx: ImportContext) -> None:
         name = proto.name or f"{proto.op_type}_{index}"
