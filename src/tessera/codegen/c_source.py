@@ -19,7 +19,8 @@ from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
 from ..tir.functor import substitute, walk_expr
 from .c_helpers import helper_name, helper_source
-from .names import Namespace
+from .c_reserved import RESERVED_WORDS
+from .names import Namespace, is_c_identifier
 
 EXPORT_MACRO = "TS_EXPORT"
 # Parallel loops run on OpenMP threads where the C compiler has -fopenmp (host
@@ -167,8 +168,49 @@ def _param_decls(func: S.PrimFunc, name_of) -> list[str]:
     return params
 
 
+# C library functions a kernel body may call: locals must not hide them.
+_LIBRARY_CALLS = frozenset(
+    name + suffix for name in [*_FLOAT_INTRINSICS.values(), "fmod", "pow"] for suffix in ("", "f")
+) | frozenset(_CLASSIFY_INTRINSICS.values())
+
+
+def function_namespace(func: S.PrimFunc) -> Namespace:
+    """The names of one C function: its own name and whatever it calls stay out of reach of its locals."""
+    if not is_c_identifier(func.name) or func.name in RESERVED_WORDS:
+        raise CompileError(f"kernel name {func.name!r} is not a valid C identifier")
+    return Namespace({func.name, *_LIBRARY_CALLS, *_called_names(func.body)})
+
+
+def _called_names(body: S.Stmt) -> set[str]:
+    """Names of the external functions `body` calls (`call_extern`)."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    stack: list[E.PrimExpr] = [e for s in S.walk_stmts(body) for e in _stmt_exprs(s)]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, E.Call) and isinstance(e.func, str):
+            names.add(e.func)
+        stack.extend(E.children(e))
+    return names
+
+
+def _stmt_exprs(s: S.Stmt) -> tuple[E.PrimExpr, ...]:
+    if isinstance(s, S.For):
+        return (s.extent,)
+    if isinstance(s, S.BufferStore):
+        return (s.value, *s.indices)
+    if isinstance(s, S.IfThenElse):
+        return (s.cond,)
+    if isinstance(s, (S.LetStmt, S.Evaluate, S.Return)):
+        return (s.value,)
+    return ()
+
+
 def prototype(func: S.PrimFunc) -> str:
-    ns = Namespace()
+    ns = function_namespace(func)
     params = _param_decls(func, lambda b: ns.name_of(b, b.name))
     return f"int32_t {func.name}({', '.join(params) or 'void'});"
 
@@ -177,7 +219,7 @@ class _FunctionWriter:
     def __init__(self, gen: CodeGenC, func: S.PrimFunc) -> None:
         self.gen = gen
         self.func = func
-        self.ns = Namespace()
+        self.ns = function_namespace(func)
         self.lines: list[str] = []
         self.indent = 1
         self.nonneg: set[int] = set()  # ids of variables known to be >= 0
@@ -189,10 +231,7 @@ class _FunctionWriter:
         f = self.func
         self.const_buffers.update(id(b) for b in f.params[: f.num_inputs])
         params = _param_decls(f, lambda b: self.ns.name_of(b, b.name))
-        name = self.ns.fresh(f.name)
-        if name != f.name:
-            raise CompileError(f"kernel name {f.name!r} is not a valid C identifier")
-        signature = f"{EXPORT_MACRO} int32_t {name}({', '.join(params) or 'void'})"
+        signature = f"{EXPORT_MACRO} int32_t {f.name}({', '.join(params) or 'void'})"
         self.stmt(f.body)
         body = "\n".join(self.lines)
         self.gen._functions.append(f"{signature} {{\n{body}\n  return 0;\n}}")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..codegen.names import assembler_string, string_literal
 from ..errors import RuntimeExecutionError
 from ..target.toolchain import SourceFile
 from .module import SharedLibrary
@@ -36,14 +37,14 @@ def _metadata_source(paths: dict[str, Path]) -> str:
     ]
     for name in _BLOBS:
         sym = f"tessera_blob_{name}"
-        path = str(paths[name]).replace("\\", "\\\\").replace('"', '\\"')
+        incbin = string_literal(f".incbin {assembler_string(str(paths[name]))}\n")  # any path: escaped for as, then C
         lines += [
             "__asm__(",
             '  ".section .rodata\\n"',
             '  ".balign 64\\n"',
             f'  ".hidden {sym}_begin\\n.hidden {sym}_end\\n"',
             f'  "{sym}_begin:\\n"',
-            f'  ".incbin \\"{path}\\"\\n"',
+            f"  {incbin}",
             f'  "{sym}_end:\\n"',
             '  ".previous\\n");',
             f"extern const uint8_t {sym}_begin[];",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...codegen.names import is_c_identifier
 from ...errors import CompileError, RuntimeExecutionError, TesseraError
 from ...relay.ty import TensorType
 from ...target.toolchain import SourceFile, Toolchain, cache_dir, link_shared_library
@@ -46,7 +47,11 @@ class Signature:
         def tensors(items: list[dict]) -> tuple[TensorSig, ...]:
             return tuple(TensorSig(t["name"], TensorType(tuple(t["shape"]), t["dtype"])) for t in items)
 
-        return cls(meta["model_name"], tensors(meta["inputs"]), tensors(meta["outputs"]))
+        name = meta["model_name"]
+        if not is_c_identifier(name):  # it is spliced into the test main's C
+            raise TesseraError(f"metadata.json: model_name {name!r} is not a C identifier (letters, digits, "
+                               "underscore), as tessera writes it")
+        return cls(name, tensors(meta["inputs"]), tensors(meta["outputs"]))
 
     def check_inputs(self, inputs: Sequence[np.ndarray]) -> None:
         if len(inputs) != len(self.inputs):
