@@ -162,6 +162,18 @@ def test_a_constructor_in_an_input_name_stays_a_comment():
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_tessera_run_of_a_hostile_export_runs_only_the_model(tmp_path, capsys):
+    """`tessera compile --executor aot` then `tessera run model.tar`, as in the report."""
+    from tessera.cli import main
+
+    onnx_path = tmp_path / "e v'il*.onnx"  # the default model name comes from the file name
+    onnx.save(_model(CASES["injection"]), onnx_path)
+    tar = tmp_path / "evil.tar"
+    assert main(["compile", str(onnx_path), "--executor", "aot", "-o", str(tar), "-q"]) == 0
+    assert main(["run", str(tar), "--random-input", "--check", "-q"]) == 0
+    assert "PWNED" not in capsys.readouterr().out
+
+
 def test_injection_model_on_a_cortex_m_board():
     case = CASES["injection"]
     model, feed = _model(case), _feed(case)

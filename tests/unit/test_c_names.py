@@ -120,7 +120,8 @@ def test_incbin_paths_are_escaped_for_the_assembler_and_for_c(tmp_path):
         main += [f"const uint8_t* tessera_{name}_data(void);", f"uint64_t tessera_{name}_size(void);"]
     main.append("int main(void) {")
     for name in blobs:
-        main.append(f"  for (uint64_t i = 0; i < tessera_{name}_size(); ++i) printf(\"%02x\", tessera_{name}_data()[i]);")
+        main.append(f"  for (uint64_t i = 0; i < tessera_{name}_size(); ++i)")
+        main.append(f'    printf("%02x", tessera_{name}_data()[i]);')
         main.append('  printf("\\n");')
     main += ["  return 0;", "}"]
     (tmp_path / "main.c").write_text("\n".join(main) + "\n")

@@ -20,6 +20,7 @@ from ..tir.buffer import Buffer, Scope
 from ..tir.functor import substitute, walk_expr
 from .c_helpers import helper_name, helper_source
 from .c_reserved import RESERVED_WORDS
+from .c_scope import extern_calls
 from .names import Namespace, is_c_identifier
 
 EXPORT_MACRO = "TS_EXPORT"
@@ -178,35 +179,7 @@ def function_namespace(func: S.PrimFunc) -> Namespace:
     """The names of one C function: its own name and whatever it calls stay out of reach of its locals."""
     if not is_c_identifier(func.name) or func.name in RESERVED_WORDS:
         raise CompileError(f"kernel name {func.name!r} is not a valid C identifier")
-    return Namespace({func.name, *_LIBRARY_CALLS, *_called_names(func.body)})
-
-
-def _called_names(body: S.Stmt) -> set[str]:
-    """Names of the external functions `body` calls (`call_extern`)."""
-    names: set[str] = set()
-    seen: set[int] = set()
-    stack: list[E.PrimExpr] = [e for s in S.walk_stmts(body) for e in _stmt_exprs(s)]
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, E.Call) and isinstance(e.func, str):
-            names.add(e.func)
-        stack.extend(E.children(e))
-    return names
-
-
-def _stmt_exprs(s: S.Stmt) -> tuple[E.PrimExpr, ...]:
-    if isinstance(s, S.For):
-        return (s.extent,)
-    if isinstance(s, S.BufferStore):
-        return (s.value, *s.indices)
-    if isinstance(s, S.IfThenElse):
-        return (s.cond,)
-    if isinstance(s, (S.LetStmt, S.Evaluate, S.Return)):
-        return (s.value,)
-    return ()
+    return Namespace({func.name, *_LIBRARY_CALLS, *extern_calls(func.body)})
 
 
 def prototype(func: S.PrimFunc) -> str:

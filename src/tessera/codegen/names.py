@@ -47,14 +47,19 @@ def sanitize(hint: str) -> str:
     leading digit or reserved prefix gains a `v`; a long result is cut and
     ends in a hash of `hint`, so long names that share a prefix stay apart.
     """
-    name = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" if c.isascii() else f"_u{ord(c):04x}"
-                   for c in hint) or "v"
+    name = "".join(map(_identifier_chars, hint)) or "v"
     if name[0].isdigit() or _RESERVED_PREFIX.match(name):
         name = "v" + name
     if len(name) > MAX_IDENTIFIER:
         digest = hashlib.sha256(hint.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         name = f"{name[:_HASHED_PREFIX]}_{digest}"
     return name
+
+
+def _identifier_chars(c: str) -> str:
+    if not c.isascii():
+        return f"_u{ord(c):04x}"
+    return c if c.isalnum() or c == "_" else "_"
 
 
 class Namespace:
@@ -116,23 +121,32 @@ def comment_text(text: str, limit: int = 120) -> str:
     as `\\xNN` or `\\uNNNN`, so the text never holds `*/`, `/*`, `??`, a
     newline, NUL or a backslash at its end. Longer text is cut with `...`.
     """
-    out = "".join(c if " " <= c <= "~" and c not in "*?\\" else f"\\x{ord(c):02x}" if ord(c) < 0x80
-                  else f"\\u{ord(c):04x}" for c in text)
+    out = "".join(map(_comment_char, text))
     return out if len(out) <= limit else out[:limit - 3].rstrip("\\") + "..."
 
 
-_STRING_ESCAPES = {ord('"'): '\\"', ord("\\"): "\\\\", ord("?"): "\\?", ord("\n"): "\\n", ord("\t"): "\\t"}
+def _comment_char(c: str) -> str:
+    if " " <= c <= "~" and c not in "*?\\":
+        return c
+    return f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\u{ord(c):04x}"
+
+
+# `\?` keeps `??/` from being read as a trigraph (strict ISO modes).
+_C_ESCAPES = {ord('"'): '\\"', ord("\\"): "\\\\", ord("?"): "\\?", ord("\n"): "\\n", ord("\t"): "\\t"}
+_ASSEMBLER_ESCAPES = {ord('"'): '\\"', ord("\\"): "\\\\"}
 
 
 def string_literal(text: str | bytes) -> str:
-    """A C string literal holding exactly the UTF-8 bytes of `text` (octal escapes, no trigraphs)."""
-    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    return '"' + "".join(_STRING_ESCAPES.get(b) or (chr(b) if 0x20 <= b < 0x7F else f"\\{b:03o}")
-                         for b in data) + '"'
+    """A C string literal holding exactly the UTF-8 bytes of `text`."""
+    return _quoted(text, _C_ESCAPES)
 
 
 def assembler_string(text: str | bytes) -> str:
     """A GNU assembler string (e.g. an `.incbin` file name) holding exactly `text`'s bytes."""
+    return _quoted(text, _ASSEMBLER_ESCAPES)
+
+
+def _quoted(text: str | bytes, escapes: dict[int, str]) -> str:
+    """Printable ASCII as it is, `escapes` for their bytes, three-digit octal for the rest (both C and gas)."""
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    escapes = {ord('"'): '\\"', ord("\\"): "\\\\"}
     return '"' + "".join(escapes.get(b) or (chr(b) if 0x20 <= b < 0x7F else f"\\{b:03o}") for b in data) + '"'
