@@ -179,6 +179,20 @@ def test_locals_never_hide_what_a_function_calls():
     assert build.returncode == 0, build.stderr
 
 
+def test_executor_parameters_are_the_header_fields():
+    """The executor calls no math routine, so `expf` keeps its name there as in the header."""
+    names = ["expf", "floor", "a b"]
+    graph = helper.make_graph([helper.make_node("Sum", names, ["y"])], "g",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in names],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    mod, params = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    lib = tessera.build(mod, "c", params, executor="aot", mod_name="m")
+    executor = next(s.text for s in lib.sources() if s.name == "tsgen_m_executor.c")
+    signature = next(line for line in executor.splitlines() if "tsgen_m_run_model(" in line)
+    assert re.findall(r"restrict (\w+)", signature) == ["expf", "floor", "a_b", "params", "y", "pool"]
+    assert [t["c_name"] for t in lib.metadata()["inputs"]] == ["expf", "floor", "a_b"]
+
+
 def test_a_kernel_name_that_is_not_an_identifier_is_refused():
     out = Buffer("out", (1,), "float32")
     with pytest.raises(CompileError, match="kernel name 'k\\*/x' is not a valid C identifier"):

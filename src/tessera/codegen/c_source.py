@@ -20,7 +20,7 @@ from ..tir.buffer import Buffer, Scope
 from ..tir.functor import substitute, walk_expr
 from .c_helpers import helper_name, helper_source
 from .c_reserved import RESERVED_WORDS
-from .c_scope import extern_calls
+from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
 from .names import Namespace, is_c_identifier
 
 EXPORT_MACRO = "TS_EXPORT"
@@ -38,19 +38,6 @@ PARALLEL_MACROS = [
     "#endif",
 ]
 
-_FLOAT_INTRINSICS = {
-    E.Intrinsic.EXP: "exp", E.Intrinsic.LOG: "log", E.Intrinsic.SQRT: "sqrt",
-    E.Intrinsic.TANH: "tanh", E.Intrinsic.SIN: "sin", E.Intrinsic.COS: "cos",
-    E.Intrinsic.TAN: "tan", E.Intrinsic.ASIN: "asin", E.Intrinsic.ACOS: "acos",
-    E.Intrinsic.ATAN: "atan", E.Intrinsic.SINH: "sinh", E.Intrinsic.COSH: "cosh",
-    E.Intrinsic.ASINH: "asinh", E.Intrinsic.ACOSH: "acosh", E.Intrinsic.ATANH: "atanh",
-    E.Intrinsic.ERF: "erf", E.Intrinsic.FLOOR: "floor", E.Intrinsic.CEIL: "ceil",
-    E.Intrinsic.ROUND: "nearbyint", E.Intrinsic.FABS: "fabs",
-}
-_CLASSIFY_INTRINSICS = {
-    E.Intrinsic.ISNAN: "isnan", E.Intrinsic.ISINF: "isinf",
-    E.Intrinsic.ISFINITE: "isfinite", E.Intrinsic.SIGNBIT: "signbit",
-}
 _PLAIN_BINOPS = {
     E.BinOp.ADD, E.BinOp.SUB, E.BinOp.MUL, E.BinOp.EQ, E.BinOp.NE, E.BinOp.LT, E.BinOp.LE,
     E.BinOp.GT, E.BinOp.GE, E.BinOp.AND, E.BinOp.OR, E.BinOp.BITAND, E.BinOp.BITOR,
@@ -169,17 +156,11 @@ def _param_decls(func: S.PrimFunc, name_of) -> list[str]:
     return params
 
 
-# C library functions a kernel body may call: locals must not hide them.
-_LIBRARY_CALLS = frozenset(
-    name + suffix for name in [*_FLOAT_INTRINSICS.values(), "fmod", "pow"] for suffix in ("", "f")
-) | frozenset(_CLASSIFY_INTRINSICS.values())
-
-
 def function_namespace(func: S.PrimFunc) -> Namespace:
     """The names of one C function: its own name and whatever it calls stay out of reach of its locals."""
     if not is_c_identifier(func.name) or func.name in RESERVED_WORDS:
         raise CompileError(f"kernel name {func.name!r} is not a valid C identifier")
-    return Namespace({func.name, *_LIBRARY_CALLS, *extern_calls(func.body)})
+    return Namespace({func.name, *called_functions(func.body)})
 
 
 def prototype(func: S.PrimFunc) -> str:
@@ -429,10 +410,10 @@ class _FunctionWriter:
         if isinstance(e.func, str):
             return self.gen.emit_extern_call(e.func, args, e)
         d = e.args[0].dtype if e.args else e.dtype
-        if e.func in _FLOAT_INTRINSICS:
-            return f"{_float_fn(_FLOAT_INTRINSICS[e.func], d)}({', '.join(args)})"
-        if e.func in _CLASSIFY_INTRINSICS:
-            return f"({_CLASSIFY_INTRINSICS[e.func]}({args[0]}) != 0)"
+        if e.func in FLOAT_INTRINSICS:
+            return f"{_float_fn(FLOAT_INTRINSICS[e.func], d)}({', '.join(args)})"
+        if e.func in CLASSIFY_INTRINSICS:
+            return f"({CLASSIFY_INTRINSICS[e.func]}({args[0]}) != 0)"
         if e.func is E.Intrinsic.ABS:
             return f"{self.gen.declare_helper('iabs', d)}({args[0]})"
         raise CompileError(f"C codegen: unsupported intrinsic {e.func}")
