@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import tessera
@@ -140,6 +142,21 @@ def test_model_library_format_compiles_warning_free(case, tmp_path):
     assert len({f.upper() for f in fields}) == len(fields)
     text = header.read_text()
     assert all(f"* {f};" in text for f in fields)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(st.characters(codec="utf-8"), min_size=1, max_size=24), min_size=2, max_size=5, unique=True))
+def test_any_name_the_importer_accepts_gives_a_header_that_compiles(tmp_path_factory, names):
+    *inputs, output = names
+    graph = helper.make_graph([helper.make_node("Sum", inputs, [output])], "g",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in inputs],
+                              [helper.make_tensor_value_info(output, TensorProto.FLOAT, [2])])
+    mod, params = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    lib = tessera.build(mod, "c", params, executor="aot", mod_name="m")
+    folder = lib.export_library(tmp_path_factory.mktemp("mlf"))
+    for source in folder.glob("codegen/host/src/tsgen_m_*.c"):
+        _gcc("-std=gnu11", "-Wall", "-Werror", "-fsyntax-only", *include_flags(folder), str(source))
+    assert [t["name"] for t in lib.metadata()["inputs"]] == inputs
 
 
 def test_aot_model_runs_on_the_host_and_no_name_runs_as_code(case):
