@@ -52,7 +52,8 @@ def test_model_library_format_is_complete_and_deterministic(tmp_path):
             "codegen/host/src/tsgen_digits_executor.c", "runtime/include/tessera/c_runtime_api.h",
             "runtime/include/tessera/c_backend_api.h", "runtime/src/workspace_stack.c"} <= names
     assert meta["model_name"] == "digits" and meta["executor"] == "aot"
-    assert meta["inputs"] == [{"name": "image", "dtype": "float32", "shape": [1, 1, 8, 8], "size_bytes": 256}]
+    assert meta["inputs"] == [{"name": "image", "c_name": "image", "dtype": "float32", "shape": [1, 1, 8, 8],
+                              "size_bytes": 256}]
     assert {p["name"] for p in meta["pools"]} == {"pool", "workspace"}
     assert meta["pools"][0]["size_bytes"] >= meta["lower_bound_bytes"] > 0
     assert all({"name", "workspace_bytes"} <= set(k) for k in meta["kernels"])

@@ -381,9 +381,12 @@ def test_inputs_are_named_as_in_the_onnx_model(tmp_path, capsys):
                          "--input", f"a_b={tmp_path / 'two.npy'}", "-q"], capsys)
     assert code == 0 and "[3, 3, 3, 3, 3, 3]" in out
     assert _cli(["compile", model, "-o", tmp_path / "clash.so", "-q"], capsys)[0] == 0
-    # without the ONNX model the module's cleaned-up name is ambiguous: refused, not guessed
-    assert "2 inputs are named 'a_b' (positions [0, 1]); only --random-input can fill them" in _error(
+    # the compiled module keeps the model's own names: 'a_b' is one input, and 'a b' still needs a value
+    assert "no value for input 'a b'" in _error(
         ["run", tmp_path / "clash.so", "--input", f"a_b={tmp_path / 'one.npy'}", "-q"], capsys)
+    code, out, _ = _cli(["run", tmp_path / "clash.so", "--input", f"a b={tmp_path / 'one.npy'}",
+                         "--input", f"a_b={tmp_path / 'two.npy'}", "-q"], capsys)
+    assert code == 0 and "[3, 3, 3, 3, 3, 3]" in out
 
 
 @pytest.mark.parametrize("executor", ["graph", "aot"])

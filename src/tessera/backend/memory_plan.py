@@ -28,6 +28,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..codegen.names import MAX_IDENTIFIER, is_safe_identifier
 from ..errors import CompileError
 
 DEFAULT_ALIGNMENT = 16
@@ -192,8 +193,12 @@ class PoolSpec:
     targets: tuple[str, ...] = ()  # target kinds (or pieces of a named compilation) that reach it; empty: all
 
     def __post_init__(self) -> None:
-        if not self.name.isidentifier():
-            raise CompileError(f"pool name {self.name!r} must be a C identifier")
+        if not is_safe_identifier(self.name):  # it names a struct field and macros in the AOT header
+            raise CompileError(
+                f"pool name {self.name!r} must be an ASCII C identifier of at most {MAX_IDENTIFIER} characters "
+                "that is not a C or C++ keyword, a standard C macro, nor reserved (a leading _ with a capital "
+                "or a second _; ts_, tsgen_, tessera_)"
+            )
         if self.size_bytes is not None and self.size_bytes < 0:
             raise CompileError(f"pool {self.name}: size_bytes must be >= 0, got {self.size_bytes}")
         object.__setattr__(self, "targets", tuple(self.targets))

@@ -66,9 +66,15 @@ class MemoryOptions:
         if self.order not in ORDERS:
             raise CompileError(f"memory order {self.order!r} unknown; valid: {', '.join(ORDERS)}")
         object.__setattr__(self, "pools", tuple(self.pools))
+        seen: dict[str, str] = {}
         for p in self.pools:
-            if p.name in ("params", "workspace"):
-                raise CompileError(f"pool name {p.name!r} is reserved (params, workspace)")
+            # the AOT header spells pools in capitals too: TSGEN_<MODEL>_<POOL>_SIZE
+            if p.name.lower() in ("params", "workspace"):
+                raise CompileError(f"pool name {p.name!r} is reserved (params, workspace, in any case)")
+            if p.name.upper() in seen:
+                raise CompileError(f"pool names {seen[p.name.upper()]!r} and {p.name!r} differ only in case; "
+                                   "the header's macros would clash")
+            seen[p.name.upper()] = p.name
 
     @staticmethod
     def from_config(config: object) -> "MemoryOptions":

@@ -20,7 +20,9 @@ from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
 from ..tir.functor import substitute, walk_expr
 from .c_helpers import helper_name, helper_source
-from .names import Namespace
+from .c_reserved import RESERVED_WORDS
+from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
+from .names import Namespace, is_c_identifier
 
 EXPORT_MACRO = "TS_EXPORT"
 # Parallel loops run on OpenMP threads where the C compiler has -fopenmp (host
@@ -37,19 +39,6 @@ PARALLEL_MACROS = [
     "#endif",
 ]
 
-_FLOAT_INTRINSICS = {
-    E.Intrinsic.EXP: "exp", E.Intrinsic.LOG: "log", E.Intrinsic.SQRT: "sqrt",
-    E.Intrinsic.TANH: "tanh", E.Intrinsic.SIN: "sin", E.Intrinsic.COS: "cos",
-    E.Intrinsic.TAN: "tan", E.Intrinsic.ASIN: "asin", E.Intrinsic.ACOS: "acos",
-    E.Intrinsic.ATAN: "atan", E.Intrinsic.SINH: "sinh", E.Intrinsic.COSH: "cosh",
-    E.Intrinsic.ASINH: "asinh", E.Intrinsic.ACOSH: "acosh", E.Intrinsic.ATANH: "atanh",
-    E.Intrinsic.ERF: "erf", E.Intrinsic.FLOOR: "floor", E.Intrinsic.CEIL: "ceil",
-    E.Intrinsic.ROUND: "nearbyint", E.Intrinsic.FABS: "fabs",
-}
-_CLASSIFY_INTRINSICS = {
-    E.Intrinsic.ISNAN: "isnan", E.Intrinsic.ISINF: "isinf",
-    E.Intrinsic.ISFINITE: "isfinite", E.Intrinsic.SIGNBIT: "signbit",
-}
 _PLAIN_BINOPS = {
     E.BinOp.ADD, E.BinOp.SUB, E.BinOp.MUL, E.BinOp.EQ, E.BinOp.NE, E.BinOp.LT, E.BinOp.LE,
     E.BinOp.GT, E.BinOp.GE, E.BinOp.AND, E.BinOp.OR, E.BinOp.BITAND, E.BinOp.BITOR,
@@ -174,8 +163,15 @@ def _param_decls(func: S.PrimFunc, name_of) -> list[str]:
     return params
 
 
+def function_namespace(func: S.PrimFunc) -> Namespace:
+    """The names of one C function: its own name and whatever it calls stay out of reach of its locals."""
+    if not is_c_identifier(func.name) or func.name in RESERVED_WORDS:
+        raise CompileError(f"kernel name {func.name!r} is not a valid C identifier")
+    return Namespace({func.name, *called_functions(func.body)})
+
+
 def prototype(func: S.PrimFunc) -> str:
-    ns = Namespace()
+    ns = function_namespace(func)
     params = _param_decls(func, lambda b: ns.name_of(b, b.name))
     return f"int32_t {func.name}({', '.join(params) or 'void'});"
 
@@ -184,7 +180,7 @@ class _FunctionWriter:
     def __init__(self, gen: CodeGenC, func: S.PrimFunc) -> None:
         self.gen = gen
         self.func = func
-        self.ns = Namespace()
+        self.ns = function_namespace(func)
         self.lines: list[str] = []
         self.indent = 1
         self.nonneg: set[int] = set()  # ids of variables known to be >= 0
@@ -198,10 +194,7 @@ class _FunctionWriter:
         f = self.func
         self.const_buffers.update(id(b) for b in f.params[: f.num_inputs])
         params = _param_decls(f, lambda b: self.ns.name_of(b, b.name))
-        name = self.ns.fresh(f.name)
-        if name != f.name:
-            raise CompileError(f"kernel name {f.name!r} is not a valid C identifier")
-        signature = f"{EXPORT_MACRO} int32_t {name}({', '.join(params) or 'void'})"
+        signature = f"{EXPORT_MACRO} int32_t {f.name}({', '.join(params) or 'void'})"
         self.stmt(f.body)
         body = "\n".join(self.lines)
         self.gen._functions.append(f"{signature} {{\n{body}\n  return 0;\n}}")
@@ -439,10 +432,10 @@ class _FunctionWriter:
         if isinstance(e.func, str):
             return self.gen.emit_extern_call(e.func, args, e)
         d = e.args[0].dtype if e.args else e.dtype
-        if e.func in _FLOAT_INTRINSICS:
-            return f"{_float_fn(_FLOAT_INTRINSICS[e.func], d)}({', '.join(args)})"
-        if e.func in _CLASSIFY_INTRINSICS:
-            return f"({_CLASSIFY_INTRINSICS[e.func]}({args[0]}) != 0)"
+        if e.func in FLOAT_INTRINSICS:
+            return f"{_float_fn(FLOAT_INTRINSICS[e.func], d)}({', '.join(args)})"
+        if e.func in CLASSIFY_INTRINSICS:
+            return f"({CLASSIFY_INTRINSICS[e.func]}({args[0]}) != 0)"
         if e.func is E.Intrinsic.ABS:
             return f"{self.gen.declare_helper('iabs', d)}({args[0]})"
         raise CompileError(f"C codegen: unsupported intrinsic {e.func}")

@@ -20,7 +20,7 @@ from ..errors import did_you_mean, format_choices
 from .errors import TargetError
 from .target import Target, TargetLike
 
-_PIECE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+_PIECE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # it names folders of the MLF export (codegen/<piece>)
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class CompilationConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pieces", MappingProxyType(dict(self.pieces)))
+        for name in self.pieces:
+            if not isinstance(name, str) or not _PIECE_NAME.fullmatch(name):
+                raise TargetError(f"named targets: {name!r} is not a valid piece name (letters, digits, underscore)")
         if not self.pieces:
             raise TargetError("a compilation configuration needs at least one piece")
         if self.host_name not in self.pieces:
@@ -99,7 +102,7 @@ def parse_named_targets(spec: str | Mapping[str, TargetLike], host: str | None =
             items.append((name.strip(), target_text.strip()))
     pieces: dict[str, Target] = {}
     for name, target in items:
-        if not _PIECE_NAME.match(name):
+        if not isinstance(name, str) or not _PIECE_NAME.fullmatch(name):
             raise TargetError(f"named targets: {name!r} is not a valid piece name (letters, digits, underscore)")
         if name in pieces:
             raise TargetError(f"named targets: piece name {name!r} is used twice")

@@ -12,10 +12,10 @@ code generator as the kernels.
 
 from __future__ import annotations
 
-from ...codegen.names import sanitize
 from ...tir import expr as E
 from ...tir import stmt as S
 from ...tir.buffer import Buffer
+from .c_names import tensor_fields
 from .plan import AotProgram, Role, Step, Tensor
 
 
@@ -29,8 +29,8 @@ class _Executor:
         self.pools = {p.name: Buffer(p.name, (max(p.size, 1),), "uint8") for p in program.pools}
         self.params = Buffer("params", (max(program.params_size, 1),), "uint8")
         self.io: dict[int, Buffer] = {}
-        for t in program.inputs + program.outputs:
-            self.io[id(t)] = Buffer(sanitize(t.name), t.type.shape, t.type.dtype)
+        for t, field in tensor_fields(program).items():  # C names the header's structs use too
+            self.io[id(t)] = Buffer(field, t.type.shape, t.type.dtype)
 
     def buffer(self, t: Tensor) -> Buffer:
         if t.role in (Role.INPUT, Role.OUTPUT):

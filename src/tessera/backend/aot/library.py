@@ -23,6 +23,7 @@ from ...target.target import Target
 from ...target.toolchain import SourceFile, Toolchain
 from .mlf_archive import with_manifest, write_folder, write_tar
 from .runner import BoardRun, Signature, TensorSig, run_on_board, run_on_host
+from .c_names import tensor_fields
 from .interface import header, header_name, params_file, params_source, source
 from ..lift_workspace import workspace_params
 from .plan import AotProgram, kernel_statuses
@@ -77,8 +78,10 @@ class AotLibrary:
 
     def metadata(self) -> dict:
         p = self.program
+        field = tensor_fields(p)
         tensors = lambda ts: [  # noqa: E731
-            {"name": t.name, "dtype": t.type.dtype, "shape": list(t.type.shape), "size_bytes": t.nbytes} for t in ts
+            {"name": t.name, "c_name": field[t], "dtype": t.type.dtype, "shape": list(t.type.shape),
+             "size_bytes": t.nbytes} for t in ts
         ]
         return {
             "version": MLF_VERSION,

@@ -98,10 +98,9 @@ def build_program(mod: IRModule, name: str, options: MemoryOptions | None = None
 
 
 def _output_name(k: int, count: int, names: list[str]) -> str:
-    from ...codegen.names import sanitize
-
+    """The model's own name for output k (C identifiers are made later, see c_names.py)."""
     if len(names) == count and len(set(names)) == count:
-        return sanitize(names[k])
+        return names[k]
     return f"output{k}" if count > 1 else "output"
 
 

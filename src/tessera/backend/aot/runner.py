@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ...codegen.names import is_c_identifier
 from ...crt.status import describe
-from ...errors import CompileError, KernelFailure, RuntimeExecutionError
+from ...errors import CompileError, KernelFailure, RuntimeExecutionError, TesseraError
 from ...relay.ty import TensorType
 from ...target.toolchain import SourceFile, Toolchain, cache_dir, link_shared_library
 from ...util.atomic import TEMP_PREFIX, atomic_directory
@@ -50,8 +51,12 @@ class Signature:
         def tensors(items: list[dict]) -> tuple[TensorSig, ...]:
             return tuple(TensorSig(t["name"], TensorType(tuple(t["shape"]), t["dtype"])) for t in items)
 
+        name = meta["model_name"]
+        if not is_c_identifier(name):  # it is spliced into the test main's C
+            raise TesseraError(f"metadata.json: model_name {name!r} is not a C identifier (letters, digits, "
+                               "underscore), as tessera writes it")
         statuses = tuple((k["name"], tuple(k.get("error_statuses", ()))) for k in meta.get("kernels", ()))
-        return cls(meta["model_name"], tensors(meta["inputs"]), tensors(meta["outputs"]), statuses)
+        return cls(name, tensors(meta["inputs"]), tensors(meta["outputs"]), statuses)
 
     def failure(self, status: int) -> KernelFailure:
         """The error for a run that returned `status`, naming the kernels that can return it."""

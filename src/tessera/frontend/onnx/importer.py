@@ -14,7 +14,6 @@ by name (`NeedsConstantError`), so a caller can bind them and retry.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,8 +196,26 @@ def _opsets(model: onnx.ModelProto) -> dict[str, int]:
     return result
 
 
-def sanitize_name(name: str) -> str:
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./:-]*", name) else re.sub(r"\s", "_", name) or "input"
+def check_names(graph: onnx.GraphProto) -> None:
+    """Refuse the names onnx.checker and onnxruntime refuse: not UTF-8, or empty where a name is required.
+
+    Every other name is kept exactly (the graph executor and metadata.json use
+    it); generated C sees only identifiers made from it (codegen/names.py).
+    """
+    named = [(f"graph input #{k}", vi.name, True) for k, vi in enumerate(graph.input)]
+    named += [(f"graph output #{k}", vi.name, True) for k, vi in enumerate(graph.output)]
+    named += [(f"initializer #{k}", t.name, True) for k, t in enumerate(graph.initializer)]
+    for index, node in enumerate(graph.node):
+        where = f"node #{index} ({node.op_type})"
+        named.append((where, node.name, False))
+        named += [(f"{where} input #{k}", n, False) for k, n in enumerate(node.input)]  # "" = optional, absent
+        named += [(f"{where} output #{k}", n, False) for k, n in enumerate(node.output)]
+    for where, name, required in named:
+        if not isinstance(name, str):  # protobuf hands back bytes when a string field is not UTF-8
+            raise ConversionError(f"{where} has a name that is not valid UTF-8 ({name!r}); ONNX names are UTF-8 text")
+        if required and not name:
+            raise ConversionError(f"{where} has an empty name; ONNX requires graph inputs, outputs and "
+                                  "initializers to be named")
 
 
 class GraphImporter:
@@ -221,6 +238,7 @@ class GraphImporter:
     def run(self) -> tuple[IRModule, dict[str, np.ndarray]]:
         check_opsets(self.opsets)
         check_unique_names(self.graph)
+        check_names(self.graph)
         self._read_initializers()
         self._read_inputs()
         ctx = ImportContext(self.params, {v.name_hint for v in self.input_vars})
@@ -236,7 +254,7 @@ class GraphImporter:
         body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
         used = {id(v) for v in free_vars(body)}
         params = [v for v in self.param_vars if id(v) in used]
-        attrs = FuncAttrs(extra={"output_names": tuple(sanitize_name(o.name) for o in self.graph.output)})
+        attrs = FuncAttrs(extra={"output_names": tuple(o.name for o in self.graph.output)})
         func = Function(tuple(self.input_vars + params), body, attrs=attrs)
         func = infer_expr(func)
         param_values = {v.name_hint: self.params[v.name_hint] for v in params}
@@ -254,7 +272,7 @@ class GraphImporter:
                 # integer initializers are shapes, indices and axes: keep them constant
                 self.env[init.name] = Constant(value)
             else:
-                var = Var(sanitize_name(init.name), TensorType(value.shape, value.dtype.name))
+                var = Var(init.name, TensorType(value.shape, value.dtype.name))
                 self.params[var.name_hint] = value
                 self.param_vars.append(var)
                 self.env[init.name] = var
@@ -270,7 +288,7 @@ class GraphImporter:
                 self.env[vi.name] = Constant(np.asarray(self.constant_inputs[vi.name]))
                 continue
             ty = _value_info_type(vi, self.shape_overrides.get(vi.name))
-            var = Var(sanitize_name(vi.name), ty)
+            var = Var(vi.name, ty)
             self.input_vars.append(var)
             self.env[vi.name] = var
         runtime = [vi.name for vi in self.graph.input if vi.name not in fixed]
