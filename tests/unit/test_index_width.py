@@ -73,6 +73,12 @@ def test_index_arithmetic_that_may_overflow_is_widened_even_into_a_small_buffer(
     assert "src[((int32_t)((((((int64_t)(i)) * INT64_C(32769)) + ((int64_t)(j))) / INT64_C(65536))))]" in text
 
 
+def test_a_position_used_as_a_value_is_computed_exactly():
+    y = te.compute(BIG, lambda i, j: E.cast(E.add(E.mul(i, BIG[1]), j), "float32"), name="iota")
+    text = _c(te.lower("tsgen_test_iota", [], [y]))
+    assert "= ((float)(((((int64_t)(i0)) * INT64_C(32769)) + ((int64_t)(i1)))));" in text
+
+
 def test_arithmetic_on_data_keeps_its_int32_semantics_in_a_huge_kernel():
     a = te.placeholder((2**31 + 1,), "int32", "a")
     b = te.placeholder((2**31 + 1,), "int32", "b")

@@ -83,9 +83,11 @@ class GraphModule:
     place when they already have the input's dtype and are C-contiguous
     (copying the others; they must not change while the call runs), and
     writes every output to a new array it returns. Per-call buffers rather
-    than a lock: with 4 threads a lock would run the calls one after the
-    other, while workspaces let them use every core, for the price of one
-    pool per concurrent call; the free list costs about a microsecond a call.
+    than a lock, because a lock would run the calls one after the other
+    (the kernels release the GIL, so workspaces let calls use every core).
+    The price is one pool per concurrent call and about 5 us a call (the
+    free list, binding the caller's arrays): 26 us instead of 21 us for a
+    model whose kernels take 17 us, measured on one thread.
 
     `set_input` / `run` / `get_output` (and `profile`, `benchmark`) work on
     one set of inputs, intermediates and outputs per module. They are not
@@ -168,7 +170,7 @@ class GraphModule:
             self.set_input(**inputs)
         self._execute(self._state.calls)
 
-    def _execute(self, calls: list[tuple[list[str] | str, Callable[[], int]]]) -> None:
+    def _execute(self, calls: list[tuple[tuple[str, ...] | str, Callable[[], int]]]) -> None:
         self._set_threads()
         for names, call in calls:
             status = call()
