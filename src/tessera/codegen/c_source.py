@@ -325,7 +325,7 @@ class _FunctionWriter:
             raise CompileError(
                 f"buffer {buf.name} has {len(buf.shape)} dims, accessed with {len(indices)} indices"
             )
-        # each partial sum of the row-major offset is below the buffer's size
+        # for an access inside the buffer, every partial sum of the row-major offset is below its size
         dtype = "int32" if buf.size - 1 <= dt.max_value("int32") else "int64"
         flat: E.PrimExpr = E.IntImm(0, dtype)
         for extent, index in zip(buf.shape, indices):
