@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,7 +18,8 @@ from .graph_codegen import GraphPlan
 class GraphExecutorLibrary:
     """A compiled model for the graph executor.
 
-    `lib(inputs)` runs it once; `GraphModule(lib)` gives full control;
+    `lib(inputs)` runs it once, and may be called from many threads at once
+    (see GraphModule); `GraphModule(lib)` gives full control;
     `export_library(path)` writes one loadable shared object.
     """
 
@@ -38,6 +40,7 @@ class GraphExecutorLibrary:
         self.external_constants = {k: dict(v) for k, v in (external_constants or {}).items()}
         self.partitioned_mod: IRModule | None = None  # after partitioning and fusion, for reports
         self._executor = None
+        self._executor_lock = threading.Lock()
 
     @classmethod
     def compile(cls, plan: GraphPlan, csrc: CSourceModule, ir_mod: IRModule, python_seconds: float,
@@ -70,7 +73,9 @@ class GraphExecutorLibrary:
         from ..runtime.graph_executor import GraphModule
 
         if self._executor is None:
-            self._executor = GraphModule(self)
+            with self._executor_lock:  # threads calling at once share one module (it is thread-safe)
+                if self._executor is None:
+                    self._executor = GraphModule(self)
         return self._executor(*args, **kwargs)
 
     def export_library(self, path: str | Path) -> Path:

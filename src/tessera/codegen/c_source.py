@@ -19,6 +19,7 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
 from ..tir.functor import substitute, walk_expr
+from ..tir.index_width import widen_indices
 from .c_helpers import helper_name, helper_source
 from .c_reserved import RESERVED_WORDS
 from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
@@ -87,7 +88,7 @@ class CodeGenC:
 
     # ------------------------------------------------------------ public API
     def add_function(self, func: S.PrimFunc) -> None:
-        _FunctionWriter(self, func).write()
+        _FunctionWriter(self, widen_indices(func)).write()
         self._exported.append(func.name)
 
     @property
@@ -239,6 +240,8 @@ class _FunctionWriter:
         store = s.body
         if not isinstance(store, S.BufferStore) or id(store.buffer.root) not in self.scalars:
             return False
+        if s.loop_var.dtype != "int32":
+            return False  # the helper counts its run in an int32
         v = store.value
         if not (isinstance(v, E.BinaryOp) and v.op is E.BinOp.ADD and v.dtype == "int32"
                 and isinstance(v.a, E.BufferLoad) and v.a.buffer is store.buffer
@@ -332,13 +335,16 @@ class _FunctionWriter:
 
     @staticmethod
     def flat_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
+        """The element offset of `indices`; int64 only for buffers past 2**31 elements (see index_width)."""
         if len(indices) != len(buf.shape):
             raise CompileError(
                 f"buffer {buf.name} has {len(buf.shape)} dims, accessed with {len(indices)} indices"
             )
-        flat: E.PrimExpr = E.IntImm(0)
+        # for an access inside the buffer, every partial sum of the row-major offset is below its size
+        dtype = "int32" if buf.size - 1 <= dt.max_value("int32") else "int64"
+        flat: E.PrimExpr = E.IntImm(0, dtype)
         for extent, index in zip(buf.shape, indices):
-            flat = E.add(E.mul(flat, E.IntImm(extent)), E.cast(index, "int32"))
+            flat = E.add(E.mul(flat, E.IntImm(extent, dtype)), E.cast(index, dtype))
         return flat
 
     def expr(self, e: E.PrimExpr) -> str:

@@ -8,9 +8,20 @@
 
 #define TS_WORKSPACE_ALIGNMENT 16u
 
-static uint8_t* ts_workspace_base;
-static size_t ts_workspace_size;
-static size_t ts_workspace_top;
+/* The allocator's state belongs to the thread running the model where the
+ * platform has threads (hosted builds), so runs with separate pools may
+ * overlap; bare-metal builds have one state: one model run at a time. */
+#if !defined(TS_WORKSPACE_STATE)
+#if defined(__linux__) || defined(__APPLE__)
+#define TS_WORKSPACE_STATE _Thread_local
+#else
+#define TS_WORKSPACE_STATE
+#endif
+#endif
+
+static TS_WORKSPACE_STATE uint8_t* ts_workspace_base;
+static TS_WORKSPACE_STATE size_t ts_workspace_size;
+static TS_WORKSPACE_STATE size_t ts_workspace_top;
 
 void TSWorkspaceInit(void* base, size_t size) {
   ts_workspace_base = (uint8_t*)base;

@@ -43,11 +43,16 @@ typedef enum {
 } TSStatus;
 
 /* Host builds: threads for the kernels' parallel loops (n <= 0 keeps the
- * current count); returns the count now in effect (1 without OpenMP). */
+ * current count); returns the count now in effect (1 without OpenMP). The
+ * count holds for runs on the calling thread only (OpenMP keeps it per thread). */
 int32_t TSSetNumThreads(int32_t num_threads);
 
 /* Gives the workspace allocator `size` bytes at `base` (16-byte aligned) for
- * the kernels of one run; generated entry points call it before running. */
+ * the kernels of one run; generated entry points call it before running.
+ * On Linux and macOS the allocator is per thread, so runs on several threads
+ * (each with its own pools and workspace) may overlap; elsewhere it is one
+ * global, unless TS_WORKSPACE_STATE is defined (e.g. as _Thread_local) when
+ * compiling workspace_stack.c. */
 void TSWorkspaceInit(void* base, size_t size);
 
 #ifdef __cplusplus
