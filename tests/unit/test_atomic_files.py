@@ -18,7 +18,7 @@ import pytest
 
 import tessera
 from tessera.errors import ArtifactError
-from tessera.util.atomic import TEMP_PREFIX, atomic_directory, atomic_write_bytes, atomic_write_text, atomic_writer
+from tessera.util.atomic import atomic_directory, atomic_write_bytes, atomic_write_text, atomic_writer
 
 SRC = Path(tessera.__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import TesseraError, did_you_mean
-from ..relay.expr import Constant, Function, Var
+from ..relay.expr import Constant, Function
 from ..relay.module import IRModule
 from ..relay.visitor import substitute
 from ..target.named import CompilationConfig, is_named_targets, parse_named_targets

@@ -23,7 +23,6 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.functor import walk_expr
-from .lift_workspace import workspace_params
 
 
 def _flat_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:

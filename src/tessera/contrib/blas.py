@@ -23,7 +23,7 @@ from ..codegen.c_host import build_c_module
 from ..codegen.c_source import CodeGenC
 from ..op.registry import Op
 from ..relay.dataflow_pattern import is_op, wildcard
-from ..relay.expr import Call, Constant, Expr, Function, Tuple, Var
+from ..relay.expr import Call, Constant, Expr, Function, Tuple
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
 from ..relay.visitor import post_order

@@ -8,13 +8,13 @@ out-of-bounds pointer handed to a kernel.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 
 import numpy as np
 
 from ..errors import ArtifactError
+from ..util.checked_json import decode_json
 from .params_blob import checked_dtype
 
 NODE_OPS = ("input", "param", "kernel")
@@ -49,12 +49,7 @@ class _Checker:
 
 def parse_graph_json(data: bytes, source: str) -> dict:
     """The graph of a library file, checked for shape (`source` names it in errors)."""
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ArtifactError(f"{source}: not UTF-8 text (bad byte at {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    doc = decode_json(data, source)
     c = _Checker(source)
     c.require(isinstance(doc, dict), "top level", f"got {type(doc).__name__}, expected an object")
     nodes = c.field(doc, "nodes", list, "graph")

@@ -98,7 +98,7 @@ def header(program: AotProgram) -> str:
         "  uint8_t* workspace;",
         "};",
         "",
-        f"/* Runs the model with statically allocated pools (not available when",
+        "/* Runs the model with statically allocated pools (not available when",
         f"   {_macro(program, 'NO_STATIC_POOLS')} is defined). Returns 0 (TS_OK) on success. */",
         f"int32_t tsgen_{m}_run(struct tsgen_{m}_inputs* inputs, struct tsgen_{m}_outputs* outputs);",
         "",

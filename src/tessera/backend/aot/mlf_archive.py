@@ -17,13 +17,12 @@ what is wrong; nothing is written outside the destination folder.
 from __future__ import annotations
 
 import io
-import json
-import os
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from ...errors import ArtifactError
+from ...util.checked_json import decode_json
 from ...dtype import SUPPORTED_DTYPES
 from ...util.atomic import atomic_directory, atomic_write_bytes, atomic_writer
 from ...util.digest import manifest_text, parse_manifest, sha256_bytes
@@ -186,12 +185,7 @@ def unpack(path: Path, dest: Path) -> dict:
 
 def parse_metadata(data: bytes, source: str) -> dict:
     """metadata.json, checked for every field a run reads."""
-    try:
-        meta = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ArtifactError(f"{source}: not UTF-8 text (bad byte at {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    meta = decode_json(data, source)
 
     def require(ok: bool, what: str) -> None:
         if not ok:
