@@ -278,6 +278,9 @@ class _Lowering:
         return [by_name[n] for n in op.loop_order]
 
     def _emit_stage(self, op: ComputeOp) -> S.Stmt:
+        if any(a.extent == 0 for a in op.axes):
+            # a zero-size result: nothing to write, and its index arithmetic may divide by a 0 extent
+            return S.seq()
         buf = self.buffers[id(op)]
         index = tuple(a.var for a in op.axes)
         work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes))
@@ -286,7 +289,8 @@ class _Lowering:
             return _parallel_outer(_loop_nest(self._ordered_axes(op), S.BufferStore(buf, value, index)), work)
         reduce = op.body
         order = self._ordered_axes(op)
-        first_reduce = next(k for k, a in enumerate(order) if a.kind is IterKind.REDUCE)
+        # a reduction over no axis (a 0-d input) combines its one element with the initial value
+        first_reduce = next((k for k, a in enumerate(order) if a.kind is IterKind.REDUCE), len(order))
         outer, inner = order[:first_reduce], order[first_reduce:]
         inner_spatial = [a for a in inner if a.kind is IterKind.SPATIAL]
         source = self._simplified(op, self.expand(reduce.source))

@@ -1,0 +1,57 @@
+"""Bugs the fuzzer found, each minimised to the graph that showed it.
+
+Each test failed before its fix. Reductions whose `noop_with_empty_axes`
+result was wrong are tested next to the other reduction tests
+(tests/op/test_reduce.py::test_reduce_noop_with_empty_axes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from tessera.testing.fuzz.check import Kind, reference, run_case
+from tessera.testing.fuzz.generate import Case, Tolerance
+
+
+def graph(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], outputs: list[str],
+          initializers: dict[str, np.ndarray] | None = None, opset: int = 18) -> onnx.ModelProto:
+    """A model whose output types come from ONNX shape inference (the checker wants them)."""
+
+    def info(name: str, array: np.ndarray) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape)
+
+    g = helper.make_graph(nodes, "regression", [info(k, v) for k, v in inputs.items()], [],
+                          initializer=[onnx.numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    known = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(model, strict_mode=True).graph.value_info}
+    model.graph.output.extend(known[o] for o in outputs)
+    return model
+
+
+def assert_matches_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rel: float = 1e-6) -> None:
+    case = Case(model, feeds, {o.name: Tolerance(rel, 1.0) for o in model.graph.output})
+    outcome = run_case(case, reference(case))
+    assert outcome.kind is Kind.PASSED, f"{outcome.kind.value}: {outcome.detail}"
+
+
+@pytest.mark.parametrize("op_type", ["ReduceMax", "ReduceSum", "ReduceProd", "ReduceL2", "ReduceLogSumExp"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduction_of_a_0d_tensor(op_type: str, keepdims: int) -> None:
+    """A reduction of a 0-d input has no axis to reduce: lowering raised StopIteration."""
+    x = np.asarray(2.5, dtype=np.float32)
+    model = graph([helper.make_node(op_type, ["x"], ["y"], keepdims=keepdims)], {"x": x}, ["y"])
+    assert_matches_onnxruntime(model, {"x": x})
+
+
+def test_split_into_an_empty_chunk_then_reshape() -> None:
+    """A kernel writing a zero-size tensor divided by its 0 extent in index arithmetic, which gcc
+    rejects under -Werror (tests build with TESSERA_WERROR=1)."""
+    x = np.asarray([[10, 14]], dtype=np.uint32)
+    nodes = [helper.make_node("Split", ["x", "sizes"], ["a", "b", "c"], axis=1),
+             helper.make_node("Reshape", ["a", "shape"], ["y"])]
+    model = graph(nodes, {"x": x}, ["y", "b"], {"sizes": np.asarray([0, 1, 1], np.int64),
+                                                "shape": np.asarray([1, 0, 2, 1], np.int64)}, opset=13)
+    assert_matches_onnxruntime(model, {"x": x})
