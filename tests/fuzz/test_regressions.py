@@ -55,3 +55,16 @@ def test_split_into_an_empty_chunk_then_reshape() -> None:
     model = graph(nodes, {"x": x}, ["y", "b"], {"sizes": np.asarray([0, 1, 1], np.int64),
                                                 "shape": np.asarray([1, 0, 2, 1], np.int64)}, opset=13)
     assert_matches_onnxruntime(model, {"x": x})
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"])
+def test_bitwise_not_of_a_cast_comparison(dtype: str) -> None:
+    """`~` of a value gcc can see came from a comparison: a -Wbool-operation warning (an error
+    under -Werror) in the generated C."""
+    x = np.asarray([7, 8, -2, -6], dtype=np.int16)
+    y = np.asarray([7, 0, -2, 1], dtype=np.int16)
+    to = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [helper.make_node("Equal", ["x", "y"], ["eq"]), helper.make_node("Cast", ["eq"], ["n"], to=to),
+             helper.make_node("BitwiseNot", ["n"], ["out"])]
+    model = graph(nodes, {"x": x, "y": y}, ["out"])
+    assert_matches_onnxruntime(model, {"x": x, "y": y})

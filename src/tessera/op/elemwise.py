@@ -78,7 +78,9 @@ def _abs(x: E.PrimExpr) -> E.PrimExpr:
 
 
 def _bitnot(x: E.PrimExpr) -> E.PrimExpr:
-    return E.UnaryOp(E.UnOp.BITNOT, x, x.dtype)
+    """x ^ all-ones: gcc -Wall warns on `~` of a value it can see came from a comparison."""
+    ones = -1 if R.is_signed_int(x.dtype) else dt.max_value(x.dtype)
+    return E.binary(E.BinOp.BITXOR, x, E.const(ones, x.dtype))
 
 
 def _reciprocal(x: E.PrimExpr) -> E.PrimExpr:
