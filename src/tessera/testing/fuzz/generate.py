@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from . import ops_binary, ops_index, ops_movement, ops_nn, ops_norm, ops_reduce, ops_unary  # noqa: F401  (register)
-from .graph import ALL_DTYPES, Chooser, GraphBuilder, Reject, Value
+from .graph import ALL_DTYPES, LARGE_ELEMENTS, MAX_ELEMENTS, Chooser, GraphBuilder, Reject, Value
 from .spec import FAMILIES, REGISTRY
 
 # Known tessera bugs, fixed elsewhere; the generator steers clear of them by default so that
@@ -34,6 +34,7 @@ OPSETS = (13, 17, 18, 20)
 FIRST_DTYPES = ("float32",) * 6 + ("float64", "int32", "int64", "int8", "uint8", "int16", "uint16",
                                     "uint32", "uint64", "bool")
 MAX_NODES = 6
+LARGE_SHARE = 0.06  # cases with up to LARGE_ELEMENTS elements
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,15 @@ class Case:
         return list(self.feeds)
 
 
-def random_shape(c: Chooser, empty_ok: bool = True) -> tuple[int, ...]:
+def random_shape(c: Chooser, large: bool = False) -> tuple[int, ...]:
+    if large:
+        dims = [c.choice((1, 3, 8, 16, 17, 32, 64, 128)) for _ in range(c.integer(1, 4))]
+        while math.prod(dims) > LARGE_ELEMENTS:
+            dims[dims.index(max(dims))] //= 2
+        return tuple(dims)
     rank = c.choice((0, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4))
     dims = [c.choice((1, 1, 2, 3, 4, 5)) for _ in range(rank)]
-    if empty_ok and rank and c.boolean(0.03):
+    if rank and c.boolean(0.03):
         dims[c.integer(0, rank - 1)] = 0
     return tuple(dims)
 
@@ -83,10 +89,11 @@ def _step(g: GraphBuilder, primary: Value, families: Sequence[str]) -> list[Valu
 def generate_case(c: Chooser, avoid: frozenset[str] = DEFAULT_AVOID, families: Sequence[str] = FAMILIES,
                   max_nodes: int = MAX_NODES, first_dtypes: Sequence[str] = FIRST_DTYPES) -> Case:
     """A random valid graph (as far as the generator knows; the reference decides)."""
-    g = GraphBuilder(c, c.choice(OPSETS), avoid)
+    large = c.boolean(LARGE_SHARE)
+    g = GraphBuilder(c, c.choice(OPSETS), avoid, LARGE_ELEMENTS if large else MAX_ELEMENTS)
     dtype = c.choice(first_dtypes)
     assert dtype in ALL_DTYPES
-    shape = random_shape(c)
+    shape = random_shape(c, large)
     first = g.constant(g.random_data(dtype, shape)) if c.boolean(0.05) and shape else g.input(
         g.random_data(dtype, shape))
     target = c.integer(1, max_nodes)

@@ -30,7 +30,8 @@ INTS = SIGNED + UNSIGNED
 NUMERIC = FLOATS + INTS
 ALL_DTYPES = NUMERIC + ("bool",)
 
-MAX_ELEMENTS = 384  # keeps every case fast to run and to compile
+MAX_ELEMENTS = 384  # keeps most cases fast to run and to compile
+LARGE_ELEMENTS = 1 << 17  # a few cases are large enough for parallel loops and register tiles
 
 
 class Reject(Exception):
@@ -138,9 +139,10 @@ class Feed:
 class GraphBuilder:
     """An ONNX graph under construction, with its inputs' data."""
 
-    def __init__(self, chooser: Chooser, opset: int, avoid: frozenset[str]) -> None:
+    def __init__(self, chooser: Chooser, opset: int, avoid: frozenset[str], max_elements: int = MAX_ELEMENTS) -> None:
         self.chooser = chooser
         self.opset = opset
+        self.max_elements = max_elements
         self.avoid = avoid  # known tessera bugs the generator steers clear of (see generate.KNOWN_BUGS)
         self.rng = np.random.default_rng(chooser.integer(0, 2**32 - 1))
         self.nodes: list[onnx.NodeProto] = []
@@ -227,7 +229,7 @@ class GraphBuilder:
     def leaf(self, dtype: str, shape: tuple[int, ...], lo: float | None = None, hi: float | None = None,
              nonzero: bool = False, constant_ok: bool = True) -> Value:
         """A new graph input, or sometimes an initializer, of random data."""
-        if math.prod(shape) > MAX_ELEMENTS:
+        if math.prod(shape) > self.max_elements:
             raise Reject(f"shape {shape} is too large")
         data = self.random_data(dtype, shape, lo, hi, nonzero)
         if constant_ok and self.chooser.boolean(0.3):
@@ -263,7 +265,7 @@ class GraphBuilder:
             raise
         result = []
         for name, (dtype, shape), fact in zip(names, types, outputs):
-            if math.prod(shape) > MAX_ELEMENTS:
+            if math.prod(shape) > self.max_elements:
                 self.nodes.pop()
                 raise Reject(f"{op_type} output {shape} is too large")
             full = dict(fact)

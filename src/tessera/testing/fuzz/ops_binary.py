@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 from onnx import helper
 
-from .graph import FLOATS, INTS, MAX_ELEMENTS, NUMERIC, UNSIGNED, GraphBuilder, Reject, Value, dtype_range
+from .graph import FLOATS, INTS, NUMERIC, UNSIGNED, GraphBuilder, Reject, Value, dtype_range
 from .spec import corners, exact_or, register
 
 
@@ -32,7 +32,7 @@ def partner_shape(g: GraphBuilder, shape: tuple[int, ...]) -> tuple[int, ...]:
     lead = tuple(g.chooser.integer(1, 3) for _ in range(g.chooser.integer(0, 2)))
     grown = tuple(g.chooser.integer(2, 3) if d == 1 and g.chooser.boolean() else d for d in shape)
     out = lead + grown
-    return out if math.prod(out) <= MAX_ELEMENTS else shape
+    return out if math.prod(out) <= g.max_elements else shape
 
 
 def unidirectional_shape(g: GraphBuilder, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .graph import FLOATS, INTS, MAX_ELEMENTS, NUMERIC, GraphBuilder, Reject, Value, derived
+from .graph import FLOATS, INTS, NUMERIC, GraphBuilder, Reject, Value, derived
 from .spec import exact_or, pick_axis, register
 
 INDEX_DTYPES = ("int64", "int32")
@@ -66,7 +66,7 @@ def _gather_nd(g: GraphBuilder, v: Value) -> list[Value]:
     k = g.chooser.integer(1, v.rank - batch_dims)
     middle = tuple(g.chooser.integer(1, 3) for _ in range(g.chooser.integer(0, 2)))
     shape = v.shape[:batch_dims] + middle + (k,)
-    if math.prod(shape) > MAX_ELEMENTS:
+    if math.prod(shape) > g.max_elements:
         raise Reject("too many indices")
     columns = [_draw_indices(g, v.shape[batch_dims + j], shape[:-1]) for j in range(k)]
     data = np.stack(columns, axis=-1).astype(g.chooser.choice(INDEX_DTYPES[:1]))  # GatherND takes int64 only
@@ -156,7 +156,7 @@ ONE_HOT_TYPES = {"int64": (("int64", "int64"), ("float32", "int64"), ("int32", "
 def _one_hot(g: GraphBuilder, v: Value) -> list[Value]:
     """`v` as the indices, with a depth that puts them all inside [-depth, depth)."""
     depth = int(max(abs(v.lo), abs(v.hi))) + g.chooser.integer(1, 3)
-    if v.size * depth > MAX_ELEMENTS:
+    if v.size * depth > g.max_elements:
         raise Reject("one-hot too large")
     value_dtype, depth_dtype = g.chooser.choice(ONE_HOT_TYPES[v.dtype])
     depth_value = g.constant(np.asarray([depth], dtype=depth_dtype), reusable=False) if g.chooser.boolean() \

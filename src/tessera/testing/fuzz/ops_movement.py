@@ -13,7 +13,7 @@ import math
 import numpy as np
 from onnx import numpy_helper
 
-from .graph import ALL_DTYPES, MAX_ELEMENTS, GraphBuilder, Reject, Value, derived
+from .graph import ALL_DTYPES, GraphBuilder, Reject, Value, derived
 from .ops_binary import partner_shape
 from .spec import pick_axes, pick_axis, register
 
@@ -174,7 +174,7 @@ def _expand(g: GraphBuilder, v: Value) -> list[Value]:
 @register("Tile", "movement", min_rank=1)
 def _tile(g: GraphBuilder, v: Value) -> list[Value]:
     reps = [g.chooser.choice((1, 1, 2, 3)) for _ in v.shape]
-    if v.size * math.prod(reps) > MAX_ELEMENTS:
+    if v.size * math.prod(reps) > g.max_elements:
         raise Reject("tile too large")
     return g.node("Tile", [v, g.ints(reps)], outputs=[derived(v)])
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .graph import FLOATS, MAX_ELEMENTS, GraphBuilder, Reject, Value, derived
+from .graph import FLOATS, GraphBuilder, Reject, Value, derived
 from .ops_movement import factorize, reshaped
 from .spec import exact_or, register
 
@@ -230,8 +230,10 @@ def _resize(g: GraphBuilder, v: Value) -> list[Value]:
     for a in resized:
         scales[a] = g.chooser.choice((0.5, 1.0, 1.5, 2.0, 3.0))
     out = [int(math.floor(d * s)) for d, s in zip(v.shape, scales)]
-    if math.prod(out) > MAX_ELEMENTS or 0 in out:
+    if math.prod(out) > g.max_elements or 0 in out:
         raise Reject("resize output too large or empty")
+    if mode == "cubic" and coordinate == "pytorch_half_pixel" and any(out[a] == 1 for a in resized):
+        raise Reject("onnxruntime departs from ONNX for cubic pytorch_half_pixel resizes to one pixel")
     # roi (unused without tf_crop_and_resize): left out, or an empty tensor
     roi_input = g.constant(np.zeros(0, dtype=np.float32), reusable=False) if g.chooser.boolean(0.5) else None
     if g.chooser.boolean(0.5):
