@@ -30,7 +30,7 @@ KNOWN_BUGS: dict[str, str] = {
 }
 DEFAULT_AVOID = frozenset(KNOWN_BUGS)
 
-OPSETS = (13, 17, 18, 20)
+OPSETS = (12, 13, 17, 18, 20)
 FIRST_DTYPES = ("float32",) * 6 + ("float64", "int32", "int64", "int8", "uint8", "int16", "uint16",
                                     "uint32", "uint64", "bool")
 MAX_NODES = 6

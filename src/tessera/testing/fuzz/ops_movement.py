@@ -87,6 +87,8 @@ def _squeeze(g: GraphBuilder, v: Value) -> list[Value]:
     if g.chooser.boolean(0.3):
         return g.node("Squeeze", [v], outputs=[derived(v)])
     axes = [a - v.rank if g.chooser.boolean(0.3) else a for a in ones if g.chooser.boolean(0.7)] or ones[:1]
+    if g.opset < 13:
+        return g.node("Squeeze", [v], {"axes": axes}, [derived(v)])
     return g.node("Squeeze", [v, g.ints(axes)], outputs=[derived(v)])
 
 
@@ -99,6 +101,8 @@ def _unsqueeze(g: GraphBuilder, v: Value) -> list[Value]:
         a = g.chooser.integer(-out_rank, out_rank - 1)
         if a % out_rank not in {x % out_rank for x in axes}:
             axes.append(a)
+    if g.opset < 13:
+        return g.node("Unsqueeze", [v], {"axes": axes}, [derived(v)])
     return g.node("Unsqueeze", [v, g.ints(axes)], outputs=[derived(v)])
 
 
@@ -130,6 +134,8 @@ def _split(g: GraphBuilder, v: Value) -> list[Value]:
     if form == "sizes":
         cuts = sorted({g.chooser.integer(0, n) for _ in range(g.chooser.integer(1, 2))})
         sizes = [b - a for a, b in zip([0, *cuts], [*cuts, n])]
+        if g.opset < 13:
+            return g.node("Split", [v], {"axis": axis, "split": sizes}, [derived(v)] * len(sizes))
         return g.node("Split", [v, g.ints(sizes)], {"axis": axis}, [derived(v)] * len(sizes))
     if form == "num_outputs" and g.opset >= 18:
         count = g.chooser.integer(1, min(n, 3))
@@ -275,7 +281,8 @@ def _trilu(g: GraphBuilder, v: Value) -> list[Value]:
 def _reverse_sequence(g: GraphBuilder, v: Value) -> list[Value]:
     batch_axis = g.chooser.choice((0, 1))
     time_axis = 1 - batch_axis
-    lens = g.rng.integers(0 if g.chooser.boolean(0.2) else 1, v.shape[time_axis] + 1, size=v.shape[batch_axis])
+    steps = v.shape[time_axis]
+    lens = g.rng.integers(0 if g.chooser.boolean(0.2) or steps == 0 else 1, steps + 1, size=v.shape[batch_axis])
     seq = g.constant(np.asarray(lens, dtype=np.int64), reusable=False)
     return g.node("ReverseSequence", [v, seq], {"batch_axis": batch_axis, "time_axis": time_axis}, [derived(v)])
 

@@ -133,7 +133,7 @@ def _softmax_like(op: str, bounds: Callable[[Value, int], tuple[float, float]], 
     @register(op, "reduce", dtypes=("float32",) if needs_exact else FLOATS, needs_exact=needs_exact, min_rank=1)
     def build(g: GraphBuilder, v: Value) -> list[Value]:
         axis = pick_axis(g, v)
-        n = v.shape[axis]
+        n = v.shape[axis] if g.opset >= 13 else math.prod(v.shape[axis:])  # before 13: flattened from axis
         if n == 1 and op != "Hardmax":
             if "softmax_axis_1" in g.avoid:
                 raise Reject("softmax over an axis of size 1 (known bug)")

@@ -50,9 +50,16 @@ def _worker(conn: mpc.Connection, seed: int, avoid: frozenset[str]) -> None:
         started = time.perf_counter()
         try:
             case = make_case(seed, index, avoid)
-            conn.send(("phase", index, "reference"))
+        except Reject as err:
+            conn.send(("invalid", index, f"generator: {err}"))
+            continue
+        except Exception as err:  # a bug of the generator, not of tessera: reported apart
+            conn.send(("invalid", index, f"generator error: {type(err).__name__}: {err}"))
+            continue
+        conn.send(("phase", index, "reference"))
+        try:
             expected = reference(case)
-        except (Reject, Invalid) as err:
+        except Invalid as err:
             conn.send(("invalid", index, str(err)))
             continue
         conn.send(("phase", index, "tessera"))
