@@ -60,12 +60,15 @@ class Tally:
         self.groups: dict[tuple[Kind, str], list[Result]] = collections.defaultdict(list)
         self.known: collections.Counter[str] = collections.Counter()
         self.invalid: collections.Counter[str] = collections.Counter()
+        self.samples: dict[str, str] = {}  # one reason per kind of rejection
         self.ops: collections.Counter[str] = collections.Counter()
         self.valid = 0
 
     def add(self, r: Result) -> None:
         if r.outcome is None:
-            self.invalid[r.reason.split(":")[0]] += 1
+            category = r.reason.split(":")[0]
+            self.invalid[category] += 1
+            self.samples.setdefault(category, f"case {r.index}: {r.reason.splitlines()[0][:200]}")
             return
         self.valid += 1
         self.kinds[r.outcome.kind] += 1
@@ -91,8 +94,8 @@ class Tally:
     def report(self, seconds: float) -> None:
         a = self.args
         print(f"\nfuzz: {self.valid} cases, seed {a.seed}, {a.jobs} jobs, {seconds:.0f} s "
-              f"({seconds / max(self.valid, 1):.2f} s per case); {sum(self.invalid.values())} graphs the "
-              "reference rejected were not counted")
+              f"({seconds / max(self.valid, 1):.2f} s per case); {sum(self.invalid.values())} graphs were "
+              "not counted (rejected)")
         print(f"avoided known bugs: {', '.join(sorted(self.avoid)) or 'none'}")
         print(f"refused as unsupported (a clean UnsupportedOperatorError, counted as passed): "
               f"{self.kinds[Kind.REFUSED]}")
@@ -107,8 +110,9 @@ class Tally:
             print("failures in graphs that may hit a known bug: "
                   + ", ".join(f"{k} {n}" for k, n in sorted(self.known.items())))
         if self.invalid:
-            top = ", ".join(f"{n} {r}" for r, n in self.invalid.most_common(4))
-            print(f"rejected by the reference: {top}")
+            print("not counted (the generator or the reference rejected the graph):")
+            for category, n in self.invalid.most_common():
+                print(f"  {n:4d} x {category}, e.g. {self.samples[category]}")
         print(f"operators exercised: {len(self.ops)}; least used: "
               + ", ".join(f"{op} {n}" for op, n in sorted(self.ops.items(), key=lambda kv: kv[1])[:6]))
         if self.failed:

@@ -68,3 +68,15 @@ def test_bitwise_not_of_a_cast_comparison(dtype: str) -> None:
              helper.make_node("BitwiseNot", ["n"], ["out"])]
     model = graph(nodes, {"x": x, "y": y}, ["out"])
     assert_matches_onnxruntime(model, {"x": x, "y": y})
+
+
+@pytest.mark.parametrize("dtype", ["int16", "int32", "float32", "uint8"])
+def test_sign_of_a_cast_boolean(dtype: str) -> None:
+    """Sign compares with 0 a value gcc can see came from a logical not: a -Wbool-compare warning
+    (an error under -Werror) in the generated C."""
+    x = np.asarray([[True, False, True]])
+    to = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [helper.make_node("Not", ["x"], ["n"]), helper.make_node("Cast", ["n"], ["c"], to=to),
+             helper.make_node("Sign", ["c"], ["out"])]
+    model = graph(nodes, {"x": x}, ["out"])
+    assert_matches_onnxruntime(model, {"x": x})

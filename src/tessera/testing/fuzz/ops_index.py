@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .graph import FLOATS, INTS, NUMERIC, GraphBuilder, Reject, Value, derived
+from .graph import FLOATS, NUMERIC, GraphBuilder, Reject, Value, derived
 from .spec import exact_or, pick_axis, register
 
 INDEX_DTYPES = ("int64", "int32")

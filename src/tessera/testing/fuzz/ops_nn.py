@@ -9,6 +9,7 @@ operators get a rounding allowance that grows with the reduction length.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,37 +32,72 @@ def as_spatial(g: GraphBuilder, v: Value, ranks: tuple[int, ...] = (1, 2, 3)) ->
     return reshaped(g, v, dims)
 
 
-def _window(g: GraphBuilder, extent: int, max_kernel: int = 3) -> tuple[int, int, int, int, int]:
-    """(kernel, stride, dilation, pad_begin, pad_end) giving at least one output."""
-    for _ in range(8):
-        k = g.chooser.integer(1, max_kernel)
-        s = g.chooser.choice((1, 1, 2))
-        dil = g.chooser.choice((1, 1, 2))
-        pb, pe = g.chooser.integer(0, k - 1), g.chooser.integer(0, k - 1)
-        if extent + pb + pe >= dil * (k - 1) + 1:
-            return k, s, dil, pb, pe
-    raise Reject("no window fits")
+@dataclass(frozen=True)
+class Window:
+    """One spatial axis of a sliding window."""
+
+    kernel: int
+    stride: int
+    dilation: int
+    begin: int  # padding
+    end: int
+
+    def outputs(self, extent: int, ceil: bool) -> int:
+        span = extent + self.begin + self.end - self.dilation * (self.kernel - 1) - 1
+        if span < 0:
+            return 0
+        count = (-(-span // self.stride) if ceil else span // self.stride) + 1
+        if ceil and (count - 1) * self.stride >= extent + self.begin:
+            count -= 1  # a last window that would start in the end padding is dropped
+        return count
+
+    def all_read_input(self, extent: int, ceil: bool) -> bool:
+        """Every window holds an input element (a max or average over padding alone is undefined)."""
+        taps = range(0, self.kernel * self.dilation, self.dilation)
+        count = self.outputs(extent, ceil)
+        return count > 0 and all(any(0 <= o * self.stride - self.begin + t < extent for t in taps)
+                                 for o in range(count))
 
 
-def _window_attrs(g: GraphBuilder, x: Value, dilations_ok: bool = True) -> tuple[dict[str, object], list[int]]:
-    spatial = x.shape[2:]
-    wins = [_window(g, e) for e in spatial]
-    kernel = [w[0] for w in wins]
-    attrs: dict[str, object] = {"kernel_shape": kernel, "strides": [w[1] for w in wins]}
-    if not dilations_ok:
-        wins = [(k, s, 1, pb, pe) for k, s, _, pb, pe in wins]
-    elif g.chooser.boolean(0.7):
-        attrs["dilations"] = [w[2] for w in wins]
+def _same_padding(extent: int, kernel: int, stride: int, upper: bool) -> tuple[int, int]:
+    total = max(0, (-(-extent // stride) - 1) * stride + kernel - extent)
+    small, large = total // 2, total - total // 2
+    return (small, large) if upper else (large, small)
+
+
+def _window_attrs(g: GraphBuilder, x: Value, dilations_ok: bool = True, ceil_ok: bool = False,
+                  pool: bool = False) -> tuple[dict[str, object], list[int]]:
+    """Window attributes over x's spatial axes; pools get windows that all read the input."""
     mode = g.chooser.choice(("NOTSET", "NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"))
+    # SAME with ceil_mode: ONNX shape inference and the ONNX reference disagree on the output size
+    ceil = ceil_ok and mode == "NOTSET" and g.chooser.boolean(0.3)
+    windows = []
+    for extent in x.shape[2:]:
+        for _ in range(8):
+            k, s = g.chooser.integer(1, 3), g.chooser.choice((1, 1, 2))
+            dil = g.chooser.choice((1, 1, 2)) if dilations_ok and mode in ("NOTSET", "VALID") else 1
+            if mode == "NOTSET":
+                pads = (g.chooser.integer(0, k - 1), g.chooser.integer(0, k - 1))
+            elif mode == "VALID":
+                pads = (0, 0)
+            else:  # onnxruntime implements SAME padding without dilations only
+                pads = _same_padding(extent, k, s, mode == "SAME_UPPER")
+            w = Window(k, s, dil, *pads)
+            if w.all_read_input(extent, ceil) if pool else w.outputs(extent, ceil) > 0:
+                windows.append(w)
+                break
+        else:
+            raise Reject("no window fits")
+    attrs: dict[str, object] = {"kernel_shape": [w.kernel for w in windows], "strides": [w.stride for w in windows]}
+    if any(w.dilation != 1 for w in windows) or (dilations_ok and g.chooser.boolean(0.3)):
+        attrs["dilations"] = [w.dilation for w in windows]
     if mode == "NOTSET":
-        attrs["pads"] = [w[3] for w in wins] + [w[4] for w in wins]
+        attrs["pads"] = [w.begin for w in windows] + [w.end for w in windows]
     else:
         attrs["auto_pad"] = mode
-        if mode == "VALID" and any(e < w[2] * (w[0] - 1) + 1 for e, w in zip(spatial, wins)):
-            raise Reject("VALID window larger than the input")
-        if mode != "VALID" and any(d != 1 for d in attrs.get("dilations", ())):  # type: ignore[attr-defined]
-            raise Reject("onnxruntime does not implement SAME padding with dilations")
-    return attrs, kernel
+    if ceil:
+        attrs["ceil_mode"] = 1
+    return attrs, [w.kernel for w in windows]
 
 
 @register("Conv", "nn", dtypes=F32)
@@ -99,7 +135,8 @@ def _conv_transpose(g: GraphBuilder, v: Value) -> list[Value]:
     if g.chooser.boolean(0.5):
         attrs["pads"] = [g.chooser.integer(0, k - 1) for k in kernel] * 2
     if g.chooser.boolean(0.3):
-        attrs["output_padding"] = [g.chooser.integer(0, max(s, dl) - 1) for s, dl in zip(strides, dilations)]
+        # ONNX allows up to max(stride, dilation) - 1; onnxruntime only stride - 1
+        attrs["output_padding"] = [g.chooser.integer(0, s - 1) for s in strides]
     pads = attrs.get("pads", [0] * 2 * d)
     out_pad = attrs.get("output_padding", [0] * d)
     for k in range(d):  # (in - 1) * stride + dilation * (kernel - 1) + 1 + output_padding - pads
@@ -118,9 +155,8 @@ def _pool(op: str, dtypes: tuple[str, ...]) -> None:
     @register(op, "nn", dtypes=dtypes)
     def build(g: GraphBuilder, v: Value) -> list[Value]:
         x = as_spatial(g, v)
-        attrs, kernel = _window_attrs(g, x, op == "MaxPool" or g.opset >= 19)  # others: dilations from 19
-        if g.opset >= (18 if op == "LpPool" else 10) and g.chooser.boolean(0.3):
-            attrs["ceil_mode"] = 1
+        attrs, kernel = _window_attrs(g, x, dilations_ok=op == "MaxPool" or g.opset >= 19,  # others: from 19
+                                      ceil_ok=g.opset >= (18 if op == "LpPool" else 10), pool=True)
         k = math.prod(kernel)
         fact = derived(x)
         if op == "AveragePool":
@@ -225,7 +261,9 @@ def _resize(g: GraphBuilder, v: Value) -> list[Value]:
         attrs["nearest_mode"] = g.chooser.choice(("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"))
     elif mode == "cubic" and g.chooser.boolean(0.3):
         attrs["cubic_coeff_a"] = -0.5
-    resized = [a for a in range(v.rank) if g.chooser.boolean(0.6) or a >= v.rank - 2]
+    if mode != "nearest" and v.rank not in (2, 4):
+        raise Reject("onnxruntime interpolates 2-d and 4-d (NCHW) inputs only")
+    resized = [a for a in range(v.rank) if a >= v.rank - 2 or (mode == "nearest" and g.chooser.boolean(0.6))]
     scales = [1.0] * v.rank
     for a in resized:
         scales[a] = g.chooser.choice((0.5, 1.0, 1.5, 2.0, 3.0))
@@ -236,7 +274,9 @@ def _resize(g: GraphBuilder, v: Value) -> list[Value]:
         raise Reject("onnxruntime departs from ONNX for cubic pytorch_half_pixel resizes to one pixel")
     # roi (unused without tf_crop_and_resize): left out, or an empty tensor
     roi_input = g.constant(np.zeros(0, dtype=np.float32), reusable=False) if g.chooser.boolean(0.5) else None
-    if g.chooser.boolean(0.5):
+    exact_sizes = all(float(d * s).is_integer() for d, s in zip(v.shape, scales))
+    # align_corners with scales whose sizes round down: onnxruntime maps with 1/scale, ONNX with the lengths
+    if g.chooser.boolean(0.5) and (exact_sizes or coordinate != "align_corners"):
         inputs = [v, roi_input, g.constant(np.asarray(scales, dtype=np.float32), reusable=False)]
     else:
         inputs = [v, roi_input, None, g.ints(out)]

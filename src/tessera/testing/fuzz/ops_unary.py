@@ -208,8 +208,10 @@ def _clip(g: GraphBuilder, v: Value) -> list[Value]:
     base = v.lo if math.isfinite(v.lo) else -4.0
     lo = base + span * g.chooser.choice((0.25, 0.5)) if g.chooser.boolean(0.8) else None
     hi = base + span * g.chooser.choice((0.5, 0.75, 1.5)) if g.chooser.boolean(0.8) else None
-    if v.dtype in INTS:
-        lo, hi = (None if lo is None else float(math.floor(lo))), (None if hi is None else float(math.ceil(hi)))
+    if v.dtype in INTS:  # integral bounds inside the dtype (Python ints: float(2**64 - 1) rounds up)
+        info = np.iinfo(v.dtype)
+        lo = None if lo is None else min(max(math.floor(lo), int(info.min)), int(info.max))
+        hi = None if hi is None else min(max(math.ceil(hi), int(info.min)), int(info.max))
     if g.opset < 11:
         if v.dtype != "float32":
             raise Reject("Clip before opset 11 takes float only")
