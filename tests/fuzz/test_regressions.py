@@ -31,8 +31,9 @@ def graph(nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], outputs: l
     return model
 
 
-def assert_matches_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rel: float = 1e-6) -> None:
-    case = Case(model, feeds, {o.name: Tolerance(rel, 1.0) for o in model.graph.output})
+def assert_matches_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], rel: float = 1e-6,
+                               executor: str = "graph") -> None:
+    case = Case(model, feeds, {o.name: Tolerance(rel, 1.0) for o in model.graph.output}, executor=executor)
     outcome = run_case(case, reference(case))
     assert outcome.kind is Kind.PASSED, f"{outcome.kind.value}: {outcome.detail}"
 
@@ -79,4 +80,25 @@ def test_sign_of_a_cast_boolean(dtype: str) -> None:
     nodes = [helper.make_node("Not", ["x"], ["n"]), helper.make_node("Cast", ["n"], ["c"], to=to),
              helper.make_node("Sign", ["c"], ["out"])]
     model = graph(nodes, {"x": x}, ["out"])
+    assert_matches_onnxruntime(model, {"x": x})
+
+
+def test_aot_outputs_that_are_constants() -> None:
+    """Outputs computed at compile time (Shape, a Constant) are copied from the AOT params blob:
+    the copy read bytes of the blob as elements (every value after the first was wrong)."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Constant", [], ["c"], value=onnx.numpy_helper.from_array(
+                 np.asarray([2.5, -1.0, 7.0], np.float32))),
+             helper.make_node("Relu", ["x"], ["r"])]
+    model = graph(nodes, {"x": x}, ["shape", "c", "r"])
+    assert_matches_onnxruntime(model, {"x": x}, executor="aot")
+
+
+def test_softmax_of_an_empty_constant() -> None:
+    """Constant folding evaluated Softmax of a zero-size weight with NumPy, whose max over the
+    empty array raised ValueError (an internal error)."""
+    x = np.zeros((0, 5, 4), np.float32)
+    nodes = [helper.make_node("Softmax", ["w"], ["s"], axis=0), helper.make_node("Add", ["s", "x"], ["y"])]
+    model = graph(nodes, {"x": x}, ["y"], {"w": np.zeros((0, 5, 4), np.float32)})
     assert_matches_onnxruntime(model, {"x": x})

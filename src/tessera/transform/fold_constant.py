@@ -12,15 +12,19 @@ import numpy as np
 from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
 from ..relay.module import IRModule
+from ..relay.ty import TensorType
 from ..relay.visitor import rewrite
 from .infer_type import infer_expr
 from .pass_infra import FunctionPass, PassContext
 
 
-def _evaluate(call: Call) -> Expr | None:
+def _evaluate(call: Call, ty: object) -> Expr | None:
     op = call.op
     if not isinstance(op, Op) or not op.foldable or not all(isinstance(a, Constant) for a in call.args):
         return None
+    if isinstance(ty, TensorType) and 0 in ty.shape:
+        # nothing to compute (and NumPy references such as a max over the empty array would raise)
+        return Constant(np.zeros(ty.shape, dtype=ty.dtype))
     args = [np.asarray(a.data) for a in call.args]  # type: ignore[union-attr]
     value = op.reference(args, call.attrs)
     if isinstance(value, tuple):
@@ -35,7 +39,7 @@ def fold_expr(expr: Expr) -> Expr:
         if isinstance(new, Function) and new.attrs.primitive:
             return None  # fused kernels keep their inlined scalars as they are
         if isinstance(new, Call):
-            folded = _evaluate(new)
+            folded = _evaluate(new, old.checked_type_)
             if folded is not None:
                 # keep the dtype the type relation promised
                 ty = old.checked_type_

@@ -87,8 +87,9 @@ def run_tessera(case: Case) -> list[np.ndarray]:
     from tessera.frontend.onnx import from_onnx
 
     mod, params = from_onnx(case.model)
-    lib = tessera.build(mod, params=params)
-    return [np.asarray(o) for o in lib(*case.feeds.values())]
+    lib = tessera.build(mod, params=params, executor=case.executor)
+    outputs = lib.run_host(list(case.feeds.values())) if case.executor == "aot" else lib(*case.feeds.values())
+    return [np.asarray(o) for o in outputs]
 
 
 def classify_error(err: BaseException) -> Outcome:

@@ -35,6 +35,7 @@ FIRST_DTYPES = ("float32",) * 6 + ("float64", "int32", "int64", "int8", "uint8",
                                     "uint32", "uint64", "bool")
 MAX_NODES = 6
 LARGE_SHARE = 0.06  # cases with up to LARGE_ELEMENTS elements
+AOT_SHARE = 0.15  # cases built with the AOT executor (and run as a host program)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Case:
     tolerances: dict[str, Tolerance]  # by output name
     ops: list[str] = field(default_factory=list)
     hazards: set[str] = field(default_factory=set)  # known bugs (not avoided) the graph may hit
+    executor: str = "graph"  # or "aot": standalone C, run as a host program
 
     @property
     def input_names(self) -> list[str]:
@@ -89,6 +91,7 @@ def _step(g: GraphBuilder, primary: Value, families: Sequence[str]) -> list[Valu
 def generate_case(c: Chooser, avoid: frozenset[str] = DEFAULT_AVOID, families: Sequence[str] = FAMILIES,
                   max_nodes: int = MAX_NODES, first_dtypes: Sequence[str] = FIRST_DTYPES) -> Case:
     """A random valid graph (as far as the generator knows; the reference decides)."""
+    executor = "aot" if c.boolean(AOT_SHARE) else "graph"
     large = c.boolean(LARGE_SHARE)
     g = GraphBuilder(c, c.choice(OPSETS), avoid, LARGE_ELEMENTS if large else MAX_ELEMENTS)
     dtype = c.choice(first_dtypes)
@@ -112,7 +115,7 @@ def generate_case(c: Chooser, avoid: frozenset[str] = DEFAULT_AVOID, families: S
     outputs = _pick_outputs(g, current)
     model = g.model(outputs)
     return Case(model, {f.value.name: f.data for f in g.feeds}, {v.name: _tolerance(v) for v in outputs},
-                list(g.op_tags), set(g.hazards))
+                list(g.op_tags), set(g.hazards), executor)
 
 
 def _pick_outputs(g: GraphBuilder, last: Value) -> list[Value]:
@@ -131,6 +134,6 @@ def _tolerance(v: Value) -> Tolerance:
 def case_summary(case: Case) -> str:
     shapes = ", ".join(f"{n}:{a.dtype}{list(a.shape)}" for n, a in case.feeds.items())
     opset = case.model.opset_import[0].version
-    return f"opset {opset}; ops {' -> '.join(case.ops)}; inputs {shapes or '-'}"
+    return f"opset {opset}, {case.executor} executor; ops {' -> '.join(case.ops)}; inputs {shapes or '-'}"
 
 

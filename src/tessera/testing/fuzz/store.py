@@ -18,7 +18,7 @@ def save_case(case: Case, folder: Path, outcome: Outcome, meta: dict[str, object
     np.savez(folder / "inputs.npz", **case.feeds)
     info = {"kind": outcome.kind.value, "detail": outcome.detail, "ops": case.ops,
             "tolerances": {k: [t.rel, t.bound] for k, t in case.tolerances.items()},
-            "hazards": sorted(case.hazards), **meta}
+            "hazards": sorted(case.hazards), "executor": case.executor, **meta}
     (folder / "info.json").write_text(json.dumps(info, indent=1) + "\n")
     return folder
 
@@ -29,4 +29,4 @@ def load_case(folder: Path) -> Case:
     with np.load(folder / "inputs.npz") as data:
         feeds = {vi.name: data[vi.name] for vi in model.graph.input if vi.name in data.files}
     return Case(model, feeds, {k: Tolerance(*v) for k, v in info["tolerances"].items()}, list(info["ops"]),
-                set(info.get("hazards", [])))
+                set(info.get("hazards", [])), info.get("executor", "graph"))
