@@ -102,3 +102,17 @@ def test_softmax_of_an_empty_constant() -> None:
     nodes = [helper.make_node("Softmax", ["w"], ["s"], axis=0), helper.make_node("Add", ["s", "x"], ["y"])]
     model = graph(nodes, {"x": x}, ["y"], {"w": np.zeros((0, 5, 4), np.float32)})
     assert_matches_onnxruntime(model, {"x": x})
+
+
+def test_aot_kernels_between_zero_size_tensors() -> None:
+    """Zero-size intermediates share a pool offset, so the AOT executor passed one pointer to two
+    `restrict` parameters (gcc -Wrestrict, an error under -Werror). They are now folded to empty
+    constants: no kernel computes a tensor with no element."""
+    x = np.zeros((0, 2), np.float64)
+    idx = np.zeros((0, 3), np.int32)
+    cond = np.ones((1, 1, 1), bool)
+    nodes = [helper.make_node("GatherElements", ["x", "idx"], ["g"], axis=1),
+             helper.make_node("LpNormalization", ["g"], ["n"], axis=-2, p=1),
+             helper.make_node("Where", ["cond", "n", "c"], ["y"])]
+    model = graph(nodes, {"x": x, "idx": idx, "cond": cond}, ["y", "n"], {"c": np.zeros((2, 0, 3), np.float64)})
+    assert_matches_onnxruntime(model, {"x": x, "idx": idx, "cond": cond}, executor="aot")

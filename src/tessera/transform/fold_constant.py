@@ -1,5 +1,8 @@
 """FoldConstant: evaluate operator calls whose inputs are all constants.
 
+Calls whose result has no element become empty constants, whatever their
+inputs.
+
 Evaluation uses each operator's NumPy reference, so folding never needs a C
 compiler. Typical wins: shape computations of exported models, transposed
 or rescaled weights (see SimplifyInference and DenseToMatmul).
@@ -20,11 +23,14 @@ from .pass_infra import FunctionPass, PassContext
 
 def _evaluate(call: Call, ty: object) -> Expr | None:
     op = call.op
-    if not isinstance(op, Op) or not op.foldable or not all(isinstance(a, Constant) for a in call.args):
+    if not isinstance(op, Op) or not op.foldable:
         return None
     if isinstance(ty, TensorType) and 0 in ty.shape:
-        # nothing to compute (and NumPy references such as a max over the empty array would raise)
+        # a result with no element is known whatever the inputs: no kernel, nothing to evaluate
+        # (NumPy references such as a max over an empty array would raise)
         return Constant(np.zeros(ty.shape, dtype=ty.dtype))
+    if not all(isinstance(a, Constant) for a in call.args):
+        return None
     args = [np.asarray(a.data) for a in call.args]  # type: ignore[union-attr]
     value = op.reference(args, call.attrs)
     if isinstance(value, tuple):

@@ -63,6 +63,13 @@ def _sum(v: Value, k: int) -> tuple[float, float]:
     return min(k * v.lo, v.lo), max(k * v.hi, v.hi)
 
 
+def _power(m: float, k: int) -> float:
+    try:
+        return m ** k
+    except OverflowError:
+        return math.inf
+
+
 def _abs_max(v: Value) -> float:
     return max(abs(v.lo), abs(v.hi))
 
@@ -72,8 +79,7 @@ REDUCTIONS = (
     Reduction("ReduceMean", FLOATS + ("int32",), lambda v, k: (v.lo, v.hi), lambda k: k + 4),
     Reduction("ReduceMax", NO_U32_U64, lambda v, k: (v.lo, v.hi), lambda k: 0),
     Reduction("ReduceMin", NO_U32_U64, lambda v, k: (v.lo, v.hi), lambda k: 0),
-    Reduction("ReduceProd", FLOATS + ("int32", "int64"),
-              lambda v, k: (-_abs_max(v) ** k, _abs_max(v) ** k) if _abs_max(v) < 1e30 else (-math.inf, math.inf),
+    Reduction("ReduceProd", FLOATS + ("int32", "int64"), lambda v, k: (-_power(_abs_max(v), k), _power(_abs_max(v), k)),
               lambda k: 2 * k if k > 1 else 0),
     Reduction("ReduceL1", FLOATS + ("int32", "int64"), lambda v, k: (0.0, k * _abs_max(v)),
               lambda k: k + 2 if k > 1 else 0),
