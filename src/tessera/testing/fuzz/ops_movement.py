@@ -43,23 +43,33 @@ def factorize(g: GraphBuilder, size: int, rank: int) -> list[int]:
     return dims
 
 
+def _zero_dims(g: GraphBuilder, spec: list[int]) -> dict[str, object]:
+    """Reshape attributes for `spec`: a 0 in it means "copy the input's dim" unless allowzero=1."""
+    if 0 not in spec:
+        return {}
+    if g.opset < 14:
+        raise Reject("a literal 0 in a Reshape target needs allowzero (opset 14)")
+    return {"allowzero": 1}
+
+
 def reshaped(g: GraphBuilder, v: Value, shape: list[int]) -> Value:
     if list(v.shape) == shape:
         return v
-    return g.node("Reshape", [v, g.ints(shape)], outputs=[derived(v)])[0]
+    return g.node("Reshape", [v, g.ints(shape)], _zero_dims(g, shape), [derived(v)])[0]
 
 
 @register("Reshape", "movement")
 def _reshape(g: GraphBuilder, v: Value) -> list[Value]:
     rank = g.chooser.integer(0 if v.size == 1 else 1, 4)
     dims = factorize(g, v.size, rank)
+    attrs = _zero_dims(g, dims)
     spec = list(dims)
     if rank and v.size and g.chooser.boolean(0.4):
         spec[g.chooser.integer(0, rank - 1)] = -1
     for k in range(min(rank, v.rank)):  # 0 copies the input's dim
-        if spec[k] == v.shape[k] and spec[k] != 0 and g.chooser.boolean(0.3):
+        if not attrs and spec[k] == v.shape[k] and g.chooser.boolean(0.3):
             spec[k] = 0
-    return g.node("Reshape", [v, g.ints(spec)], outputs=[derived(v)])
+    return g.node("Reshape", [v, g.ints(spec)], attrs, [derived(v)])
 
 
 @register("Flatten", "movement", min_rank=1)
