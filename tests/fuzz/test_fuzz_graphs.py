@@ -20,7 +20,7 @@ from tessera.testing.fuzz.spec import FAMILIES, REGISTRY
 from .strategies import check_case, fuzz_settings
 
 
-@fuzz_settings(60)
+@fuzz_settings(100)
 @given(st.data())
 def test_random_graphs_match_onnxruntime(data: st.DataObject) -> None:
     check_case(generate_case, data)
@@ -29,7 +29,7 @@ def test_random_graphs_match_onnxruntime(data: st.DataObject) -> None:
 @pytest.mark.parametrize("families", [("unary", "binary"), ("movement", "index"), ("reduce", "nn", "norm")],
                          ids=["elementwise", "data-movement", "reductions-nn"])
 def test_operator_families_match_onnxruntime(families: tuple[str, ...]) -> None:
-    @fuzz_settings(15)
+    @fuzz_settings(25)
     @given(st.data())
     def run(data: st.DataObject) -> None:
         check_case(lambda c: generate_case(c, families=families, max_nodes=3), data)
