@@ -116,3 +116,34 @@ def test_aot_kernels_between_zero_size_tensors() -> None:
              helper.make_node("Where", ["cond", "n", "c"], ["y"])]
     model = graph(nodes, {"x": x, "idx": idx, "cond": cond}, ["y", "n"], {"c": np.zeros((2, 0, 3), np.float64)})
     assert_matches_onnxruntime(model, {"x": x, "idx": idx, "cond": cond}, executor="aot")
+
+
+@pytest.mark.xfail(strict=True, reason="C name mangling (issue 14, another branch): the AOT executor names the "
+                                       "output parameter after the graph input it returns, twice the same C name")
+def test_aot_output_that_is_a_graph_input() -> None:
+    """A graph that returns its input unchanged: the AOT executor declared `in1` twice."""
+    x = np.asarray(-3, dtype=np.int32)
+    y = np.asarray([1.5, -1.5], dtype=np.float32)
+    model = graph([helper.make_node("Relu", ["y"], ["r"])], {"in1": x, "y": y}, ["r"])
+    model.graph.output.append(helper.make_tensor_value_info("in1", onnx.TensorProto.INT32, []))
+    assert_matches_onnxruntime(model, {"in1": x, "y": y}, executor="aot")
+
+
+# the fuzzer's data: with && / ||, gcc 12 at -O3 -march=x86-64-v3 got elements 35 and 55 wrong
+OR_X = [-8, -2, 3, -1, 1, 7, 2, 7, 0, 5, 5, -3, 0, 7, 1, 3, 6, -3, 0, -8, -4, -7, 5, 3, -4, -6, 7, -2, 6, -7, 5, 4,
+        -2, 4, -6, -8, 4, 5, 5, -1, 5, 7, 5, 2, -4, 2, 6, 1, -5, 6, 3, -3, 2, -5, 4, -8, -3, -7, -8, 2, -3, 3, 6, -6,
+        -1, -7, -7, 6, -7, -7, -8, -3, -6, -4, -1, 4, -1, 6, -6, -3]
+OR_MASK = [1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 0,
+           1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1, 1, 1, 0, 1, 1,
+           1, 1, 1, 1, 0, 1, 0, 0]
+
+
+@pytest.mark.parametrize("op_type", ["Or", "And"])
+def test_logic_of_a_bool_and_an_int64_comparison(op_type: str) -> None:
+    """`mask || (-7 <= x)` in a 3-deep loop nest: gcc 12's loop vectorizer (AVX2) miscompiled the
+    short-circuit; And/Or are now bitwise on 0/1 values."""
+    x = np.asarray(OR_X, np.int64).reshape(1, 4, 5, 4)
+    nodes = [helper.make_node("LessOrEqual", ["c", "x"], ["le"]), helper.make_node(op_type, ["mask", "le"], ["y"])]
+    model = graph(nodes, {"x": x}, ["y"], {"c": np.full((1, 1, 1, 1), -7, np.int64),
+                                           "mask": np.asarray(OR_MASK, bool).reshape(1, 4, 5, 4)})
+    assert_matches_onnxruntime(model, {"x": x})

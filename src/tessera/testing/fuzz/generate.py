@@ -27,6 +27,7 @@ KNOWN_BUGS: dict[str, str] = {
     "scalar_initializer": "0-d initializers import as shape (1,)",
     "gather_out_of_range": "out-of-range Gather indices clamp (onnxruntime rejects them)",
     "int_div_zero": "integer division by zero gives 0 (onnxruntime raises SIGFPE)",
+    "output_is_input": "a graph input returned as an output: the AOT executor declares its C name twice",
 }
 DEFAULT_AVOID = frozenset(KNOWN_BUGS)
 
@@ -119,9 +120,17 @@ def generate_case(c: Chooser, avoid: frozenset[str] = DEFAULT_AVOID, families: S
 
 
 def _pick_outputs(g: GraphBuilder, last: Value) -> list[Value]:
+    """`last` (or, if it is a graph input, the last computed value) and a few computed ones."""
     inputs = {f.value.name for f in g.feeds} | {t.name for t in g.initializers}
-    produced = [v for v in g.values if v.name not in inputs and v.name != last.name]
-    extra = [v for v in produced if g.chooser.boolean(0.2)][:2]
+    produced = [v for v in g.values if v.name not in inputs]
+    if last.name in inputs:
+        if "output_is_input" not in g.avoid:
+            g.hazards.add("output_is_input")
+        elif produced:
+            last = produced[-1]
+        else:
+            raise Reject("only graph inputs to return")
+    extra = [v for v in produced if v.name != last.name and g.chooser.boolean(0.2)][:2]
     return [last, *extra]
 
 
