@@ -16,7 +16,7 @@ import numpy as np
 from onnx import helper
 
 from .graph import FLOATS, INTS, NUMERIC, UNSIGNED, GraphBuilder, Reject, Value, dtype_range
-from .spec import corners, exact_or, register
+from .spec import MAX_AMP, corners, exact_or, near_zero_amp, register
 
 
 def partner_shape(g: GraphBuilder, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -95,7 +95,10 @@ def _div(g: GraphBuilder, v: Value) -> list[Value]:
     lo, hi = corners(operator.truediv, a, b) if _excludes_zero(b) else (math.nan, math.nan)
     if v.dtype in INTS:
         lo, hi = -max(abs(a.lo), abs(a.hi)), max(abs(a.lo), abs(a.hi))
-    tol = exact_or(v.dtype, [a, b], 2)
+    amp = near_zero_amp(b)  # an inexact divisor near 0
+    if amp > MAX_AMP:
+        raise Reject("division by an inexact value near 0")
+    tol = exact_or(v.dtype, [a, b], 2, amp)
     return g.node("Div", [a, b], outputs=[{"lo": lo, "hi": hi, "finite": finite, "tol": tol}])
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .graph import FLOATS, GraphBuilder, Reject, Value
 from .ops_nn import as_spatial
-from .spec import exact_or, pick_axis, register
+from .spec import MAX_AMP, exact_or, near_zero_amp, pick_axis, register
 
 EPSILONS = (1e-5, 1e-2, 0.5)
 
@@ -122,10 +122,15 @@ def _spread(data: np.ndarray | None, axes: tuple[int, ...]) -> bool:
 
 @register("LpNormalization", "norm", dtypes=FLOATS, min_rank=1)
 def _lp_norm(g: GraphBuilder, v: Value) -> list[Value]:
+    """x / ||x||: without an epsilon, a small norm amplifies the input's error without bound, so
+    inexact inputs must stay away from 0 (the norm is then at least their smallest magnitude)."""
+    amp = near_zero_amp(v)
+    if amp > MAX_AMP:
+        raise Reject("LpNormalization of inexact values near 0 is ill-conditioned")
     axis = pick_axis(g, v)
     k = v.shape[axis]
     return g.node("LpNormalization", [v], {"axis": axis, "p": g.chooser.choice((1, 2))},
-                  [{"lo": -1.0, "hi": 1.0, "finite": False, "tol": exact_or(v.dtype, [v], 2 * k + 8)}])
+                  [{"lo": -1.0, "hi": 1.0, "finite": False, "tol": exact_or(v.dtype, [v], 2 * k + 8, amp)}])
 
 
 # ------------------------------------------------------------ quantisation

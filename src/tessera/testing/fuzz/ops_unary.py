@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .graph import ALL_DTYPES, FLOATS, INTS, NUMERIC, SIGNED, UNSIGNED, GraphBuilder, Reject, Value, dtype_range
-from .spec import exact_or, register, safe
+from .spec import MAX_AMP, exact_or, near_zero_amp, register, safe
 
 F32 = ("float32",)  # onnxruntime implements many activations and trigonometry for float32 only
 Interval = Callable[[float, float, dict], tuple[float, float]]
@@ -72,6 +72,8 @@ class Unary:
         else:
             lo, hi = -math.inf, math.inf
         amp = self.amp(v, attrs) if self.amp else 1.0
+        if amp > MAX_AMP:
+            raise Reject(f"{self.op} would amplify its input's rounding error too much")
         tol = exact_or(self.ulps_of or v.dtype, [v], self.ulps, amp)
         finite = v.finite and inside and not (math.isnan(lo) or math.isnan(hi))
         return g.node(self.op, [v], attrs, [{"lo": lo, "hi": hi, "finite": finite, "tol": tol}])
@@ -127,10 +129,11 @@ UNARY: tuple[Unary, ...] = (
     Unary("Ceil", FLOATS, increasing(math.ceil), needs_exact=True),
     Unary("Round", FLOATS, increasing(lambda x: float(np.round(x))), needs_exact=True, min_opset=11),
     Unary("Reciprocal", FLOATS, _reciprocal_interval, ulps=2, needs_exact=True),
-    Unary("Sqrt", FLOATS, increasing(math.sqrt), ulps=2, domain=(0.0, math.inf)),
+    Unary("Sqrt", FLOATS, increasing(math.sqrt), ulps=2, domain=(0.0, math.inf),
+          amp=lambda v, a: math.sqrt(near_zero_amp(v))),
     Unary("Exp", FLOATS, increasing(math.exp), ulps=64, amp=magnitude_amp),
     Unary("Log", FLOATS, increasing(lambda x: math.log(x) if x > 0 else -math.inf), ulps=64,
-          domain=(1e-30, math.inf)),
+          domain=(1e-30, math.inf), amp=lambda v, a: near_zero_amp(v)),
     Unary("Sigmoid", FLOATS, fixed(0.0, 1.0), ulps=64),
     Unary("Tanh", FLOATS, fixed(-1.0, 1.0), ulps=64),
     Unary("Erf", F32, fixed(-1.0, 1.0), ulps=64, min_opset=9),

@@ -17,6 +17,7 @@ from .graph import ALL_DTYPES, GraphBuilder, Reject, Value, eps
 Build = Callable[[GraphBuilder, Value], list[Value]]
 
 FAMILIES = ("unary", "binary", "reduce", "movement", "index", "nn", "norm")
+MAX_AMP = 1e4  # operators that would amplify rounding error more are not applied
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,15 @@ def exact_or(dtype: str, inputs: Sequence[Value], ulps: float, amp: float = 1.0)
     if ulps == 0 and all(v.exact for v in inputs):
         return 0.0
     return out_tol(dtype, inputs, ulps, amp)
+
+
+def near_zero_amp(v: Value) -> float:
+    """How much v's error, relative to its magnitude, grows relative to its smallest element
+    (a divisor or a logarithm's argument near 0 makes rounding error arbitrarily large)."""
+    if v.exact:
+        return 1.0
+    smallest = v.lo if v.lo > 0 else (-v.hi if v.hi < 0 else 0.0)
+    return v.magnitude / smallest if smallest > 0 else math.inf
 
 
 def corners(f: Callable[[float, float], float], a: Value, b: Value) -> tuple[float, float]:
