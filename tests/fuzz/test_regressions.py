@@ -147,3 +147,12 @@ def test_logic_of_a_bool_and_an_int64_comparison(op_type: str) -> None:
     model = graph(nodes, {"x": x}, ["y"], {"c": np.full((1, 1, 1, 1), -7, np.int64),
                                            "mask": np.asarray(OR_MASK, bool).reshape(1, 4, 5, 4)})
     assert_matches_onnxruntime(model, {"x": x})
+
+
+def test_reduce_log_sum_exp_without_axes_of_a_large_negative_value() -> None:
+    """noop_with_empty_axes: log(exp(x)) is x (onnxruntime's answer); computed as written it
+    underflowed to -inf for x = -240 in float32."""
+    x = np.asarray([[-240.5, 3.0]], np.float32)
+    nodes = [helper.make_node("ReduceLogSumExp", ["x", "axes"], ["y"], noop_with_empty_axes=1)]
+    model = graph(nodes, {"x": x}, ["y"], {"axes": np.zeros(0, np.int64)})
+    assert_matches_onnxruntime(model, {"x": x})

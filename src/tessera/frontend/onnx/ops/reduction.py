@@ -82,7 +82,8 @@ _REDUCTIONS: dict[str, _Reduction] = {
     "ReduceL2": _Reduction(18, _post(_pre(red.sum, _square), ew.sqrt), lambda d: 0, lambda x: ew.sqrt(_square(x))),
     "ReduceSumSquare": _Reduction(18, _pre(red.sum, _square), lambda d: 0, _square),
     "ReduceLogSum": _Reduction(18, _post(_simple(red.sum), ew.log), lambda d: -math.inf, ew.log),
-    "ReduceLogSumExp": _Reduction(18, _log_sum_exp, lambda d: -math.inf, lambda x: ew.log(ew.exp(x))),
+    # log(exp(x)) is x: computed as written it would underflow to -inf for x < -103 (float32)
+    "ReduceLogSumExp": _Reduction(18, _log_sum_exp, lambda d: -math.inf),
 }
 
 
