@@ -331,7 +331,11 @@ class _FunctionWriter:
         name = self.ns.name_of(buf.root, buf.root.name)
         if id(buf.root) in self.scalars:
             return name
-        return f"{name}[{self.expr(self.flat_index(buf, tuple(indices)))}]"
+        index = self.expr(self.flat_index(buf, tuple(indices)))
+        if buf.dtype != buf.root.dtype or buf.total_byte_offset:
+            # a typed region of a byte pool (the AOT executor copying a weight to an output)
+            return f"{self._buffer_ptr(E.BufferPtr(buf, E.IntImm(0)))}[{index}]"
+        return f"{name}[{index}]"
 
     @staticmethod
     def flat_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:

@@ -79,7 +79,9 @@ def _abs(x: E.PrimExpr) -> E.PrimExpr:
 
 
 def _bitnot(x: E.PrimExpr) -> E.PrimExpr:
-    return E.UnaryOp(E.UnOp.BITNOT, x, x.dtype)
+    """x ^ all-ones: gcc -Wall warns on `~` of a value it can see came from a comparison."""
+    ones = -1 if R.is_signed_int(x.dtype) else dt.max_value(x.dtype)
+    return E.binary(E.BinOp.BITXOR, x, E.const(ones, x.dtype))
 
 
 def _reciprocal(x: E.PrimExpr) -> E.PrimExpr:
@@ -152,8 +154,10 @@ less = binary("less", E.lt, np.less, NUMERIC, "bool")
 less_equal = binary("less_equal", E.le, np.less_equal, NUMERIC, "bool")
 greater = binary("greater", E.gt, np.greater, NUMERIC, "bool")
 greater_equal = binary("greater_equal", E.ge, np.greater_equal, NUMERIC, "bool")
-logical_and = binary("logical_and", E.logical_and, np.logical_and, BOOL)
-logical_or = binary("logical_or", E.logical_or, np.logical_or, BOOL)
+# Bitwise on 0/1 values, not && and ||: gcc 12's loop vectorizer (-O3 -march=x86-64-v3) miscompiles
+# a short-circuit of a bool load and an int64 comparison in some loop nests (found by the fuzzer).
+logical_and = binary("logical_and", lambda a, b: E.binary(E.BinOp.BITAND, a, b), np.logical_and, BOOL)
+logical_or = binary("logical_or", lambda a, b: E.binary(E.BinOp.BITOR, a, b), np.logical_or, BOOL)
 logical_xor = binary("logical_xor", E.ne, np.logical_xor, BOOL)
 bitwise_and = binary("bitwise_and", lambda a, b: E.binary(E.BinOp.BITAND, a, b), np.bitwise_and, INTEGER)
 bitwise_or = binary("bitwise_or", lambda a, b: E.binary(E.BinOp.BITOR, a, b), np.bitwise_or, INTEGER)

@@ -240,6 +240,10 @@ def _int_bounds(dtype: str) -> tuple[float, float]:
 
 def cast(x: E.PrimExpr, dtype: str) -> E.PrimExpr:
     """Convert `x` to `dtype`; float -> integer saturates and maps NaN to 0."""
+    if x.dtype == "bool" and dtype != "bool":
+        # a select, not a C cast: gcc -Wall sees through casts of a comparison and warns when
+        # the result is compared with 0 or complemented (-Wbool-compare, -Wbool-operation)
+        return E.select(x, E.const(1, dtype), E.const(0, dtype))
     if not (dt.is_float(x.dtype) and dt.is_int(dtype)):
         return E.cast(x, dtype)
     lo, hi = _int_bounds(dtype)

@@ -319,6 +319,9 @@ class _Lowering:
         return [by_name[n] for n in op.loop_order]
 
     def _emit_stage(self, op: ComputeOp) -> S.Stmt:
+        if any(a.extent == 0 for a in op.axes):
+            # a zero-size result: nothing to write, and its index arithmetic may divide by a 0 extent
+            return S.seq()
         buf = self.buffers[id(op)]
         index = tuple(a.var for a in op.axes)
         work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes))

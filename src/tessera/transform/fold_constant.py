@@ -1,5 +1,8 @@
 """FoldConstant: evaluate operator calls whose inputs are all constants.
 
+Calls whose result has no element become empty constants, whatever their
+inputs.
+
 Evaluation uses each operator's NumPy reference, so folding never needs a C
 compiler. Typical wins: shape computations of exported models, transposed
 or rescaled weights (see SimplifyInference and DenseToMatmul).
@@ -12,14 +15,21 @@ import numpy as np
 from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
 from ..relay.module import IRModule
+from ..relay.ty import TensorType
 from ..relay.visitor import rewrite
 from .infer_type import infer_expr
 from .pass_infra import FunctionPass, PassContext
 
 
-def _evaluate(call: Call) -> Expr | None:
+def _evaluate(call: Call, ty: object) -> Expr | None:
     op = call.op
-    if not isinstance(op, Op) or not op.foldable or not all(isinstance(a, Constant) for a in call.args):
+    if not isinstance(op, Op) or not op.foldable:
+        return None
+    if isinstance(ty, TensorType) and 0 in ty.shape:
+        # a result with no element is known whatever the inputs: no kernel, nothing to evaluate
+        # (NumPy references such as a max over an empty array would raise)
+        return Constant(np.zeros(ty.shape, dtype=ty.dtype))
+    if not all(isinstance(a, Constant) for a in call.args):
         return None
     args = [np.asarray(a.data) for a in call.args]  # type: ignore[union-attr]
     value = op.reference(args, call.attrs)
@@ -35,7 +45,7 @@ def fold_expr(expr: Expr) -> Expr:
         if isinstance(new, Function) and new.attrs.primitive:
             return None  # fused kernels keep their inlined scalars as they are
         if isinstance(new, Call):
-            folded = _evaluate(new)
+            folded = _evaluate(new, old.checked_type_)
             if folded is not None:
                 # keep the dtype the type relation promised
                 ty = old.checked_type_

@@ -58,11 +58,18 @@ def _highest(dtype: str) -> float | int:
     return dt.max_value(dtype)
 
 
+def _identity(x: Expr) -> Expr:
+    return x
+
+
 @dataclass(frozen=True)
 class _Reduction:
     axes_input_since: int  # first opset taking axes as an input
     build: Builder
     empty_value: Callable[[str], float | int]  # the result over an empty axis
+    # the result with noop_with_empty_axes: the reduction over no axis, i.e. its elementwise part
+    # (ReduceSumSquare gives x * x, not x, as onnxruntime and the ONNX reference compute it)
+    unreduced: Callable[[Expr], Expr] = _identity
 
 
 _REDUCTIONS: dict[str, _Reduction] = {
@@ -71,16 +78,17 @@ _REDUCTIONS: dict[str, _Reduction] = {
     "ReduceMax": _Reduction(18, _simple(red.max), _lowest),
     "ReduceMin": _Reduction(18, _simple(red.min), _highest),
     "ReduceProd": _Reduction(18, _simple(red.prod), lambda d: 1),
-    "ReduceL1": _Reduction(18, _pre(red.sum, ew.abs), lambda d: 0),
-    "ReduceL2": _Reduction(18, _post(_pre(red.sum, _square), ew.sqrt), lambda d: 0),
-    "ReduceSumSquare": _Reduction(18, _pre(red.sum, _square), lambda d: 0),
-    "ReduceLogSum": _Reduction(18, _post(_simple(red.sum), ew.log), lambda d: -math.inf),
+    "ReduceL1": _Reduction(18, _pre(red.sum, ew.abs), lambda d: 0, ew.abs),
+    "ReduceL2": _Reduction(18, _post(_pre(red.sum, _square), ew.sqrt), lambda d: 0, lambda x: ew.sqrt(_square(x))),
+    "ReduceSumSquare": _Reduction(18, _pre(red.sum, _square), lambda d: 0, _square),
+    "ReduceLogSum": _Reduction(18, _post(_simple(red.sum), ew.log), lambda d: -math.inf, ew.log),
+    # log(exp(x)) is x: computed as written it would underflow to -inf for x < -103 (float32)
     "ReduceLogSumExp": _Reduction(18, _log_sum_exp, lambda d: -math.inf),
 }
 
 
 def _reduce_axes(node: Node, ctx: ImportContext, spec: _Reduction, ndim: int) -> tuple[int, ...] | None:
-    """Normalised axes to reduce, or None for the identity (noop_with_empty_axes)."""
+    """Normalised axes to reduce, or None for no reduction at all (noop_with_empty_axes)."""
     if node.opset >= spec.axes_input_since:
         given = node.optional_input(1)
         axes = () if given is None else ints(ctx.constant(given, "the axes input"))
@@ -101,7 +109,7 @@ def _register_reduction(op_type: str, spec: _Reduction) -> None:
         shape, dtype = ctx.shape_of(x), ctx.dtype_of(x)
         axes = _reduce_axes(node, ctx, spec, len(shape))
         if axes is None:
-            return x
+            return spec.unreduced(x)
         keepdims = bool(int(node.attr("keepdims", 1)))
         if any(shape[a] == 0 for a in axes):
             out_shape = red.reduced_shape(shape, axes, keepdims)
