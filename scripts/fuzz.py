@@ -8,7 +8,8 @@ Runs --cases valid graphs (graphs the reference rejects are generated
 again and not counted), each in a worker process with a timeout, prints a
 summary per kind of failure and ends with the line "N passed, N failed".
 Every failing case is saved (model.onnx, inputs.npz, info.json) under
---out. Known bugs fixed elsewhere are avoided unless --allow names them.
+--out. Values outside ONNX's defined behaviour (out-of-range indices, integer
+division by zero) are avoided unless --allow names them.
 The exit status is 1 if any case failed.
 """
 
@@ -37,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per case before it counts as a hang")
     p.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="folder for failing cases")
     p.add_argument("--allow", action="append", default=[], choices=sorted(KNOWN_BUGS),
-                   help="generate graphs that may hit this known bug (repeatable)")
+                   help="generate graphs that may hit this hazard (repeatable; see docs/fuzzing.md)")
     p.add_argument("--replay", type=Path, help="rerun one saved case in this process and print the outcome")
     args = p.parse_args(argv)
     if args.cases < 1 or args.jobs < 1 or args.timeout <= 0:
@@ -96,7 +97,7 @@ class Tally:
         print(f"\nfuzz: {self.valid} cases, seed {a.seed}, {a.jobs} jobs, {seconds:.0f} s "
               f"({seconds / max(self.valid, 1):.2f} s per case); {sum(self.invalid.values())} graphs were "
               "not counted (rejected)")
-        print(f"avoided known bugs: {', '.join(sorted(self.avoid)) or 'none'}")
+        print(f"avoided hazards: {', '.join(sorted(self.avoid)) or 'none'}")
         print(f"refused as unsupported (a clean UnsupportedOperatorError, counted as passed): "
               f"{self.kinds[Kind.REFUSED]}")
         for kind in FAILURES:

@@ -118,8 +118,6 @@ def test_aot_kernels_between_zero_size_tensors() -> None:
     assert_matches_onnxruntime(model, {"x": x, "idx": idx, "cond": cond}, executor="aot")
 
 
-@pytest.mark.xfail(strict=True, reason="C name mangling (issue 14, another branch): the AOT executor names the "
-                                       "output parameter after the graph input it returns, twice the same C name")
 def test_aot_output_that_is_a_graph_input() -> None:
     """A graph that returns its input unchanged: the AOT executor declared `in1` twice."""
     x = np.asarray(-3, dtype=np.int32)
