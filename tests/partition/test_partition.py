@@ -16,7 +16,8 @@ from tessera.relay.visitor import post_order
 from tessera.target import KINDS, Target, TargetKind
 from tessera.transform import InferType
 from tessera.transform.annotate_target import PATTERN_TABLE, SUPPORTED_OPS
-from tessera.transform.merge_composite import MergeComposite, PatternEntry
+from tessera.relay.pattern_table import PatternEntry
+from tessera.transform.merge_composite import MergeComposite
 from tessera.transform.partition import partition_for
 
 T = relay.TensorType((2, 3), "float32")

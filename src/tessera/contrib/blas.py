@@ -35,7 +35,7 @@ from ..target.target import Target
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
-from ..transform.merge_composite import PatternEntry
+from ..relay.pattern_table import PatternEntry
 from ..transform.pass_infra import Pass, PassContext
 from ..backend.target_hooks import TARGET_ATTR
 

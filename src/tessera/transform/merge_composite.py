@@ -12,33 +12,19 @@ value would have to exist twice). Earlier table entries win.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from ..relay.dataflow_pattern import (
-    CallPattern, ConstantPattern, ExprPattern, Match, Pattern, TupleGetItemPattern, TuplePattern, VarPattern,
+    CallPattern, ConstantPattern, ExprPattern, Match, TupleGetItemPattern, TuplePattern, VarPattern,
     WildcardPattern,
 )
 from ..relay.expr import Call, Constant, Expr, FuncAttrs, Function, Tuple, TupleGetItem, Var, children
 from ..relay.module import IRModule
+from ..relay.pattern_table import PatternEntry, as_entries
 from ..op.annotation import on_target, on_target_op
 from ..relay.visitor import post_order, rebuild, rewrite, substitute
 from .infer_type import infer_expr
 from .pass_infra import FunctionPass, PassContext
-
-Check = Callable[[Expr], bool]  # receives the composite's body: just the matched calls
-
-
-@dataclass(frozen=True)
-class PatternEntry:
-    name: str
-    pattern: Pattern
-    check: Check | None = None
-
-
-def as_entries(table: Sequence[PatternEntry | tuple]) -> list[PatternEntry]:
-    return [e if isinstance(e, PatternEntry) else PatternEntry(*e) for e in table]
-
 
 _STRUCTURE = (CallPattern, TuplePattern, TupleGetItemPattern)
 _INPUT = (WildcardPattern, VarPattern, ExprPattern)
