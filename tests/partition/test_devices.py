@@ -210,9 +210,9 @@ def test_no_host_piece():
 def elementwise_only_kind():
     """A CPU whose code generator handles only elementwise operators (think a small DSP)."""
     kind = TargetKind.register("test_ewcpu", device="cpu")
-    kind.set_attr("toolchain", lambda t: c_toolchain(tessera.target.Target("c")))
-    kind.set_attr("codegen", KINDS.get("c").get_attr("codegen"))
-    kind.set_attr("supports_op", lambda target, op: op.pattern <= OpPattern.BROADCAST)
+    kind.set_toolchain(lambda t: c_toolchain(tessera.target.Target("c")))
+    kind.set_codegen(KINDS.get("c").codegen)
+    kind.set_supports_op(lambda target, op: op.pattern <= OpPattern.BROADCAST)
     yield kind
     KINDS.remove("test_ewcpu")
 

@@ -15,7 +15,6 @@ from tessera.relay.expr import Call, Function, GlobalVar, Tuple
 from tessera.relay.visitor import post_order
 from tessera.target import KINDS, Target, TargetKind
 from tessera.transform import InferType
-from tessera.transform.annotate_target import PATTERN_TABLE, SUPPORTED_OPS
 from tessera.relay.pattern_table import PatternEntry
 from tessera.transform.merge_composite import MergeComposite
 from tessera.transform.partition import partition_for
@@ -26,7 +25,7 @@ T = relay.TensorType((2, 3), "float32")
 @pytest.fixture(scope="module")
 def accel():
     kind = TargetKind.register("testaccel", accelerator=True)
-    kind.set_attr(SUPPORTED_OPS, {"add": True, "nn.relu": True, "exp": True, "multiply": True})
+    kind.set_supported_ops({"add": True, "nn.relu": True, "exp": True, "multiply": True})
     yield Target("c -accelerators=testaccel").accelerators[0]
     KINDS.remove("testaccel")
 
@@ -127,7 +126,7 @@ def test_composite_calls_are_offered_by_pattern_name():
     kind = TargetKind.register("testcomp", accelerator=True)
     try:
         pattern = is_op("nn.relu")(is_op("add")(wildcard(), wildcard()))
-        kind.set_attr(PATTERN_TABLE, [PatternEntry("testcomp.add_relu", pattern)])
+        kind.set_pattern_table([PatternEntry("testcomp.add_relu", pattern)])
         target = Target("c -accelerators=testcomp").accelerators[0]
         x = relay.Var("x", T)
         mod = partition_for(_mod((x,), ew.negative(ew.relu(ew.add(x, x)))), target)

@@ -17,6 +17,7 @@ from tessera.target import (
     KINDS, RELAY_TO_TIR, TAGS, TIR_TO_RUNTIME, OptionType, Target, TargetError, TargetKind,
     parse_named_targets, register_tag,
 )
+from tessera.codegen.c_host import build_c_module
 from tessera.target.builtin import c_toolchain
 from tessera.transform import Pass
 
@@ -133,20 +134,21 @@ def test_hooks_are_typed_and_found(scratch_kinds):
     kind, _ = scratch_kinds
     lowering = _Identity()
     k = kind("hooked").set_attr(RELAY_TO_TIR, lowering)
-    assert Target("hooked").get_hook(RELAY_TO_TIR) is lowering
-    assert Target("hooked").get_hook(TIR_TO_RUNTIME) is None
-    with pytest.raises(TargetError, match=r"hook RelayToTIR must be a tessera.transform.Pass.*got function"):
-        k.set_attr(RELAY_TO_TIR, lambda mod: mod)
+    assert Target("hooked").kind.relay_to_tir is lowering
+    assert Target("hooked").kind.tir_to_runtime is None
+    with pytest.raises(TargetError, match=r"target kind 'hooked': hook RelayToTIR must be a callable "
+                                          r"IRModule -> IRModule.*got int"):
+        k.set_attr(RELAY_TO_TIR, 3)
     with pytest.raises(TargetError, match="hook TIRToRuntime must be a callable"):
         k.set_attr(TIR_TO_RUNTIME, 42)
     with pytest.raises(TargetError, match="unknown hook 'RelayToTir'.*did you mean 'RelayToTIR'"):
-        Target("hooked").get_hook("RelayToTir")
+        k.set_attr("RelayToTir", lowering)
 
 
 def _host_kind(kind, name):
-    from tessera.target.builtin import C_KIND
+    from tessera.codegen.c_target import C_KIND
 
-    return kind(name).set_attr("toolchain", C_KIND.get_attr("toolchain")).set_attr("codegen", C_KIND.get_attr("codegen"))
+    return kind(name).set_toolchain(C_KIND.toolchain).set_codegen(build_c_module)
 
 
 def test_build_reads_hooks_and_toolchain_from_the_target(scratch_kinds):

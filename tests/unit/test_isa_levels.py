@@ -44,7 +44,7 @@ def conv_and_matmul() -> relay.Function:
 def test_levels_are_gcc_march_values_with_their_vector_width(level):
     target = Target(f"c -mcpu={level}")
     assert host_arch(target) == level and float32_lanes(target) == LANES[level]
-    toolchain = target.kind.get_attr("toolchain")(target)
+    toolchain = target.kind.toolchain(target)
     assert f"-march={level}" in toolchain.cflags and not any(f.startswith("-mcpu") for f in toolchain.cflags)
 
 

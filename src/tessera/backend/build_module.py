@@ -213,7 +213,7 @@ def build(
     if executor not in EXECUTORS:
         raise TesseraError(f"unknown executor {executor!r}{did_you_mean(executor, EXECUTORS)}; valid: {', '.join(EXECUTORS)}")
     host = target.host
-    toolchain = host.kind.get_attr("toolchain")(host)
+    toolchain = host.kind.toolchain(host)
     if executor == "graph" and not toolchain.is_host:
         raise TesseraError(
             f"target {host} builds code for another machine; the graph executor runs in this process. "
@@ -221,7 +221,7 @@ def build(
         )
     if executor == "graph" and config is not None:
         for name, piece in config.pieces.items():
-            if not piece.kind.get_attr("toolchain")(piece).is_host:
+            if not piece.kind.toolchain(piece).is_host:
                 raise TesseraError(f"piece {name!r} ({piece}) builds code for another machine; the graph "
                                    "executor runs every piece in this process. Use executor='aot'.")
     lowered = lower_to_tir(mod, target, params, ctx, say, mod_name, config)

@@ -47,11 +47,12 @@ def run_relay_to_tir(mod: IRModule, targets: Iterable[Target], ctx: PassContext)
     """Run each kind's RelayToTIR pass once, in the order the targets are given."""
     seen: set[str] = set()
     for target in targets:
-        hook = target.get_hook(RELAY_TO_TIR)
+        hook = target.kind.relay_to_tir
         if hook is None or target.kind.name in seen:
             continue
         seen.add(target.kind.name)
-        mod = call_hook(target, RELAY_TO_TIR, lambda m: hook(m, ctx), (mod,), IRModule, "an IRModule")
+        with ctx.made_current():  # a Pass reads the build's context when it is not handed one
+            mod = call_hook(target, RELAY_TO_TIR, hook, (mod,), IRModule, "an IRModule")
     return mod
 
 
@@ -70,7 +71,7 @@ def run_relay_to_runtime(mod: IRModule, targets: Iterable[Target]) -> tuple[list
         target = by_kind.get(func.attrs.compiler)
         if target is None:
             raise TargetError(f"partition @{gv.name_hint} is for {func.attrs.compiler!r}, which is not a target of this build")
-        codegen = target.get_hook(RELAY_TO_RUNTIME)
+        codegen = target.kind.relay_to_runtime
         if codegen is None:
             raise TargetError(
                 f"partition @{gv.name_hint} for target kind {target.kind.name!r} was not lowered: the kind "
@@ -83,7 +84,7 @@ def run_relay_to_runtime(mod: IRModule, targets: Iterable[Target]) -> tuple[list
                 f"target kind {target.kind.name!r}, hook {RELAY_TO_RUNTIME} returned a module without "
                 f"function {symbol!r} (it has {module.function_names()})"
             )
-        updater = target.get_hook(UPDATE_CONSTANTS)
+        updater = target.kind.update_constants
         if updater is not None:
             owned = call_hook(target, UPDATE_CONSTANTS, updater, (func, symbol), dict, "a dict of arrays")
             constants[symbol] = owned
@@ -120,12 +121,16 @@ def piece_runtime(piece: str | None, mod: IRModule, target: Target) -> CSourceMo
 
 def tir_to_runtime(mod: IRModule, target: Target) -> CSourceModule:
     """The TIRToRuntime hook if the kind has one, else the kind's default codegen."""
-    hook = target.get_hook(TIR_TO_RUNTIME)
+    hook = target.kind.tir_to_runtime
     if hook is not None:
         return call_hook(target, TIR_TO_RUNTIME, hook, (mod, target), CSourceModule, "a runtime module")
-    codegen = target.kind.get_attr("codegen")
+    codegen = target.kind.codegen
     if codegen is None:
         raise TargetError(
             f"target kind {target.kind.name!r} has neither a {TIR_TO_RUNTIME} hook nor a default code generator"
         )
-    return codegen(mod, target)
+    module = codegen(mod, target)
+    if not isinstance(module, CSourceModule):
+        raise TargetError(f"target kind {target.kind.name!r}: its code generator returned "
+                          f"{type(module).__name__}, expected a CSourceModule")
+    return module

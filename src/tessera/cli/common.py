@@ -55,9 +55,7 @@ def runs_onnx_nodes(target) -> bool:
 
     Pass the whole target, not its `.host`: the host has the accelerators stripped.
     """
-    from ..transform.annotate_target import SUPPORTED_OPS
-
-    return any("onnx.opaque" in (a.kind.get_attr(SUPPORTED_OPS) or {}) for a in target.accelerators)
+    return any("onnx.opaque" in a.kind.supported_ops for a in target.accelerators)
 
 
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str = "c", opt_level: int = 2,

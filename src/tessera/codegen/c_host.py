@@ -31,7 +31,7 @@ def build_c_module(mod: "IRModule", target: "Target", codegen_class: type[CodeGe
     """Generate C for every PrimFunc of `mod` with `codegen_class`."""
     from ..crt import source as crt_source
 
-    toolchain = target.kind.get_attr("toolchain")(target)
+    toolchain = target.kind.toolchain(target)
     kernels = primfuncs(mod)
     units = max(1, math.ceil(len(kernels) / KERNELS_PER_UNIT))
     sources, names = [], []

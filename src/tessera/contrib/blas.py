@@ -421,8 +421,8 @@ def blas_tir_to_runtime(mod: IRModule, target: Target):
 (
     TargetKind.register(KIND, device="cpu", accelerator=True,
                         doc="OpenBLAS cblas_sgemm for conv2d (im2col) and matmul, float32")
-    .set_attr("pattern_table", PATTERN_TABLE)
-    .set_attr("toolchain", blas_toolchain)
+    .set_pattern_table(PATTERN_TABLE)
+    .set_toolchain(blas_toolchain)
     .set_attr(RELAY_TO_TIR, BlasRelayToTIR())
     .set_attr(TIR_TO_RUNTIME, blas_tir_to_runtime)
 )

@@ -27,8 +27,6 @@ from ..runtime.external import ExternalFunction, ExternalModule, register_extern
 from ..target.hooks import RELAY_TO_RUNTIME, UPDATE_CONSTANTS
 from ..target.kind import TargetKind
 from ..target.tags import register_tag
-from ..transform.annotate_target import SUPPORTED_OPS
-from ..transform.compiler_regions import BIND_CONSTANTS
 
 KIND = "onnxruntime"
 
@@ -151,8 +149,8 @@ def update_constants(func: Function, symbol: str) -> dict[str, np.ndarray]:
 (
     TargetKind.register(KIND, device="cpu", accelerator=True,
                         doc="onnxruntime runs ONNX nodes tessera does not implement (a fallback)")
-    .set_attr(SUPPORTED_OPS, {"onnx.opaque": True})
-    .set_attr(BIND_CONSTANTS, True)
+    .set_supported_ops({"onnx.opaque": True})
+    .set_bind_constants(True)
     .set_attr(RELAY_TO_RUNTIME, relay_to_runtime)
     .set_attr(UPDATE_CONSTANTS, update_constants)
 )

@@ -1,6 +1,8 @@
-"""The built-in target kinds: `c` (host or Cortex-M C) and `composite`.
+"""The `composite` kind, and the C toolchain of the `c` kind.
 
-The `c` kind picks its toolchain from its attributes: no `-mcpu`, or a
+The `c` kind itself is registered next to its code generator
+(`tessera.codegen.c_target`). Its toolchain picks the compiler from the
+target's attributes: no `-mcpu`, or a
 host CPU name or x86-64 ISA level (`-mcpu=x86-64-v3`), means gcc for this
 kind of machine (`-O3 -march=native`, or that CPU or level); a
 `cortex-m*` CPU means arm-none-eabi-gcc with that core's Thumb and
@@ -102,31 +104,6 @@ def c_toolchain(target: Target) -> Toolchain:
     )
 
 
-def _c_codegen(mod, target: Target):
-    from ..codegen.c_host import build_c_module
-
-    return build_c_module(mod, target)
-
-
-C_KIND = (
-    TargetKind.register("c", device="cpu", doc="C source compiled by gcc: the host CPU or a Cortex-M core")
-    .add_attr_option("mcpu", OptionType.STR, doc="CPU to compile for, e.g. cortex-m7 (default: the host)")
-    .add_attr_option("march", OptionType.STR, doc="gcc -march for host builds (default native)")
-    .add_attr_option("mattr", OptionType.STR_LIST, default=(), doc="extra -m features, e.g. avx2,fma")
-    .add_attr_option("mfloat-abi", OptionType.STR, choices=("soft", "softfp", "hard"),
-                     doc="Arm float ABI (default: hard when the core has an FPU)")
-    .add_attr_option("mfpu", OptionType.STR, doc="Arm FPU (default: the core's)")
-    .add_attr_option("cc", OptionType.STR, doc="C compiler executable to use instead of the default")
-    .add_attr_option("accelerators", OptionType.TARGET_LIST, doc="accelerator targets, partitioned in order")
-    .add_attr_option("memory", OptionType.STR,
-                     doc="memory this core works in, for named pieces (default: shared system memory); "
-                         "tensors moving between pieces with different memories are copied")
-    .set_default_keys("cpu")
-    .set_attr("validate", validate_c)
-    .set_attr("toolchain", c_toolchain)
-    .set_attr("codegen", _c_codegen)
-)
-
 def validate_composite(target: Target) -> None:
     host = target.get("host")
     if host is None:
@@ -139,5 +116,5 @@ COMPOSITE_KIND = (
     TargetKind.register("composite", device="cpu", doc="a host target plus an ordered list of accelerators")
     .add_attr_option("host", OptionType.TARGET, default=None, doc="the target that runs the graph")
     .add_attr_option("accelerators", OptionType.TARGET_LIST, default=(), doc="accelerators, in partition order")
-    .set_attr("validate", validate_composite)
+    .set_validate(validate_composite)
 )

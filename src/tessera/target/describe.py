@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .hooks import ALL_HOOKS
+from .hooks import FIELDS
 from .kind import KINDS, TargetKind
 from .tags import TAGS
 
@@ -25,11 +25,12 @@ def describe_kind(kind: TargetKind) -> str:
         choices = f" (one of {', '.join(opt.choices)})" if opt.choices else ""
         lines.append(f"    -{opt.name:<{width}}  {opt.type.value:<14} default {_default_text(opt.default):<8} "
                      f"{opt.doc}{choices}")
-    hooks = [h for h in ALL_HOOKS if kind.has_attr(h)]
+    provided = set(kind.provided_fields())
+    hooks = [f.hook for f in FIELDS if f.hook is not None and f.name in provided]
     lines.append(f"  hooks: {', '.join(hooks) if hooks else '(none: the standard pipeline)'}")
-    other = [a for a in kind.attr_names if a not in ALL_HOOKS]
-    if other:
-        lines.append(f"  other per-kind data: {', '.join(other)}")
+    data = [f.name for f in FIELDS if not f.hook and f.name in provided]
+    lines.append(f"  fields: {', '.join(data) if data else '(all defaults)'}")
+    lines.append(f"  from: {kind.origin}")
     return "\n".join(lines)
 
 

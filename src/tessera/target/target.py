@@ -75,14 +75,6 @@ class Target:
     def keys(self) -> tuple[str, ...]:
         return tuple(self._attrs.get("keys") or ())
 
-    def get_hook(self, name: str) -> Any:
-        """The hook this target's kind registered under `name`, or None."""
-        from .hooks import ALL_HOOKS
-
-        if name not in ALL_HOOKS:
-            raise TargetError(f"unknown hook {name!r}{did_you_mean(name, ALL_HOOKS)}; hooks: {', '.join(ALL_HOOKS)}")
-        return self.kind.get_attr(name)
-
     @property
     def is_composite(self) -> bool:
         return bool(self.accelerators)
@@ -261,9 +253,8 @@ def _build(spec: Any, top_level: bool, where: str = "", for_nesting: bool = Fals
             target = _from_string(text, prefer_kind=for_nesting)
     else:
         raise TargetError(f"a target is a string, a dict or a Target; got {type(spec).__name__}")
-    validate = target.kind.get_attr("validate")
-    if validate is not None:
-        validate(target)
+    if target.kind.validate is not None:
+        target.kind.validate(target)
     if top_level:
         _check_standalone(target)
     return target
@@ -315,6 +306,10 @@ def _from_string(text: str, prefer_kind: bool = False) -> Target:
     name, options = tokens[0], tokens[1:]
     if not _NAME.match(name):
         raise TargetError(f"malformed target string {text!r}: {name!r} is not a kind or alias name")
+    if name not in TAGS and name not in KINDS:
+        from .plugins import load_plugins
+
+        load_plugins()  # the name may be an alias or kind of an installed package
     if name in TAGS and not (prefer_kind and name in KINDS):
         base = TAGS.get(name)
         return base.with_attrs(**_parse_options(base.kind, options, text)) if options else base

@@ -21,18 +21,13 @@ from ..target.target import Target
 from .infer_type import infer_expr
 from .pass_infra import FunctionPass, PassContext
 
-SUPPORTED_OPS = "supported_ops"  # kind attr: names of ops the accelerator takes one at a time
-PATTERN_TABLE = "pattern_table"  # kind attr: list of PatternEntry (names "<kind>.<pattern>")
-
-
 def supports(target: Target, call: Call) -> bool:
     """Does `target` take this call (a composite of its table, or a listed op)?"""
     if isinstance(call.op, Function) and call.op.attrs.composite:
-        names = {e.name if hasattr(e, "name") else e[0] for e in target.kind.get_attr(PATTERN_TABLE, ())}
+        names = {e.name for e in target.kind.pattern_table}
         return call.op.attrs.composite in names
     if isinstance(call.op, Op):
-        check = target.kind.get_attr(SUPPORTED_OPS, {})
-        rule = check.get(call.op.name) if isinstance(check, dict) else None
+        rule = target.kind.supported_ops.get(call.op.name)
         return bool(rule(call)) if callable(rule) else bool(rule)
     return False
 

@@ -26,7 +26,6 @@ from ..target.target import Target
 from .infer_type import infer_expr
 from .pass_infra import Pass, PassContext
 
-BIND_CONSTANTS = "bind_constants"  # kind attr: constants go inside partitions (True) or stay arguments
 
 
 def _is(e: Expr, op: Op) -> bool:
@@ -270,7 +269,7 @@ def _outline_regions(func: Function, targets: Mapping[str, Target], prefix: str,
             continue
         compiler = regions.compiler[regions.member_of[id(members[0])]]
         target = targets.get(compiler)
-        bind = bool(target.kind.get_attr(BIND_CONSTANTS, False)) if target is not None else False
+        bind = target.kind.bind_constants if target is not None else False
         k = counter.get(compiler, 0)
         counter[compiler] = k + 1
         symbol = mod.unique_name(f"{prefix}{compiler.replace('-', '_')}_{k}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..relay.module import IRModule
 from ..target.target import Target
-from .annotate_target import PATTERN_TABLE, AnnotateTarget
+from .annotate_target import AnnotateTarget
 from .compiler_regions import MergeCompilerRegions, PartitionGraph
 from .merge_composite import MergeComposite
 from .pass_infra import PassContext, Sequential
@@ -21,9 +21,8 @@ def partition_for(mod: IRModule, target: Target, ctx: PassContext | None = None,
                   prefix: str = "tsgen_") -> IRModule:
     ctx = ctx or PassContext.current()
     passes = []
-    table = target.kind.get_attr(PATTERN_TABLE)
-    if table:
-        passes.append(MergeComposite(table))
+    if target.kind.pattern_table:
+        passes.append(MergeComposite(target.kind.pattern_table))
     passes += [AnnotateTarget([target]), MergeCompilerRegions(),
                PartitionGraph({target.kind.name: target}, prefix)]
     return Sequential(passes, name=f"partition_for_{target.kind.name}")(mod, ctx)

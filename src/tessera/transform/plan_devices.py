@@ -65,7 +65,7 @@ class Piece:
     speed: float
 
     def can_run(self, op: Op) -> bool:
-        supports = self.target.kind.get_attr("supports_op")
+        supports = self.target.kind.supports_op
         if supports is not None:
             return bool(supports(self.target, op))
         return op.compute is not None  # the default C flow lowers anything with a TE compute
