@@ -10,6 +10,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..crt import SOURCE_DIR as CRT_SOURCE_DIR
 from ..errors import TesseraError, did_you_mean
 from ..relay.expr import Constant, Function
 from ..relay.module import IRModule
@@ -249,6 +250,17 @@ def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     return lib
 
 
+def _model_sources(module: CSourceModule) -> list[SourceFile]:
+    """A module's generated sources and the C files its target added (extra_sources).
+
+    CRT files among the extra sources stay out: the AOT output ships its own
+    runtime (the MLF `runtime/` folder), and the graph executor's CRT (heap,
+    threads) is not part of it.
+    """
+    added = [p for p in module.extra_sources if p.resolve().parent != CRT_SOURCE_DIR]
+    return [*module.sources, *(SourceFile(p.name, p.read_text()) for p in added)]
+
+
 def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     from ..codegen.c_source import CodeGenC
     from ..relay.printer import module_str
@@ -270,7 +282,9 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     # the host folder holds the host piece's kernels and those of library targets (e.g. blas);
     # every other named piece gets a folder of its own
     pieces = {name: m for name, m in others if name is not None}
-    sources = [s for m in modules if m not in pieces.values() for s in m.sources]
+    # keyed by name and text: two targets adding the same C file link it once
+    sources = list({(s.name, s.text): s for m in modules if m not in pieces.values()
+                    for s in _model_sources(m)}.values())
     # libraries that kernels from target hooks call (e.g. -lopenblas) must reach the final link
     link_flags = list(dict.fromkeys(f for m in modules for f in m.toolchain.link_flags))
     gen = CodeGenC()
@@ -284,7 +298,7 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
         return [SourceFile(f"tsgen_{mod_name}_{s.name}" if not s.name.startswith("tsgen_") else s.name, s.text)
                 for s in files]
 
-    piece_code = {name: PieceCode(name, lowered.config[name], m.toolchain, prefixed(m.sources))  # type: ignore[index]
+    piece_code = {name: PieceCode(name, lowered.config[name], m.toolchain, prefixed(_model_sources(m)))  # type: ignore[index]
                   for name, m in pieces.items()}
     return AotLibrary(program, lowered.target, toolchain, prefixed(sources), module_str(lowered.partitioned),
                       time.perf_counter() - lowered.started, partitioned_mod=lowered.partitioned,

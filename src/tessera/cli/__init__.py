@@ -7,6 +7,10 @@
     tessera tune MODEL.onnx -o log.json               measure kernel schedules on this machine
     tessera compile MODEL.onnx --tuning-log log.json -o model.so
     tessera ops | tessera targets [KIND]              what tessera supports
+    tessera compile ... --load my_target_module       import a module that registers target kinds first
+
+Target kinds of installed packages (the `tessera.targets` entry point group)
+are loaded when the command starts.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as stop:  # --help, or a bad flag (argparse printed usage and the error)
         return stop.code if isinstance(stop.code, int) else 2
     try:
+        _load_targets(getattr(args, "load", ()))
         return args.func(args)
     except (TesseraError, OSError) as err:  # OSError: a file that vanished or cannot be written mid-way
         print(f"tessera: error: {err}", file=sys.stderr)
@@ -52,6 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tessera: interrupted", file=sys.stderr)
         return 130
+
+
+def _load_targets(modules: Sequence[str]) -> None:
+    from ..target.plugins import load_module, load_plugins
+
+    load_plugins()
+    for name in modules:
+        load_module(name)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from ..errors import TesseraError
 from .artefacts import OUTPUT_RULE, TARBALL_SUFFIX, executor_for_output
 from ..util.atomic import atomic_write_text
 from .common import compile_onnx, model_name_for, parse_shapes, progress
-from .flags import c_module_name, non_empty, target_string
+from .flags import add_load_flag, c_module_name, non_empty, target_string
 from .paths import make_parent, readable_file, writable_file, writable_folder
 
 
@@ -47,6 +47,7 @@ def add_parser(sub) -> None:
                    help="also write the generated C sources to DIR (graph; an aot export holds them already)")
     p.add_argument("--dump-ir", action="store_true", help="print the IR after fusion and lowering to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    add_load_flag(p)
     p.set_defaults(func=run)
 
 

@@ -53,6 +53,13 @@ def non_empty(text: str) -> str:
     return text
 
 
+def add_load_flag(parser: argparse.ArgumentParser) -> None:
+    """--load MODULE: import a module that registers target kinds before the command runs."""
+    parser.add_argument("--load", action="append", default=[], metavar="MODULE", type=non_empty,
+                        help="import MODULE first, for the target kinds it registers (e.g. a target package "
+                             "not installed with a tessera.targets entry point); repeatable")
+
+
 def target_string(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(

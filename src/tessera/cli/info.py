@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from .flags import non_empty
+from .flags import add_load_flag, non_empty
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("ops", help="list the ONNX operators tessera can import")
     p.set_defaults(func=ops)
-    p = sub.add_parser("targets", help="list target kinds with their attributes, defaults and hooks",
+    p = sub.add_parser("targets", help="list target kinds with their attributes, defaults, hooks and where they come from",
                        description="Without KIND: every registered target kind and alias. With KIND: that kind.")
     p.add_argument("kind", nargs="?", type=non_empty, help="a target kind name, e.g. c")
+    add_load_flag(p)
     p.set_defaults(func=targets)
 
 

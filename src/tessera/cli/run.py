@@ -15,7 +15,7 @@ from ..errors import TesseraError
 from ..util.atomic import atomic_write_bytes
 from .artefacts import executor_for_module, module_kind
 from .common import compile_onnx, model_name_for, parse_shapes, print_outputs, progress
-from .flags import board_name, non_empty, non_negative_int, positive_int, target_string
+from .flags import add_load_flag, board_name, non_empty, non_negative_int, positive_int, target_string
 from .inputs import InputSpec, complete_inputs, load_inputs
 from .paths import make_parent, readable_file, writable_file
 
@@ -57,6 +57,7 @@ def add_parser(sub) -> None:
                    help="graph executor: run this many times, print the median latency (default 1)")
     p.add_argument("--output", metavar="FILE.npz", type=non_empty, help="save the outputs (arr_0, arr_1, ...)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    add_load_flag(p)
     p.set_defaults(func=run)
 
 

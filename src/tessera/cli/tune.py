@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .common import parse_shapes, progress, runs_onnx_nodes
-from .flags import non_empty, positive_int, positive_seconds, target_string
+from .flags import add_load_flag, non_empty, positive_int, positive_seconds, target_string
 from .paths import make_parent, readable_file, writable_file
 
 
@@ -31,6 +31,7 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=positive_int, default=1,
                    help="threads each kernel runs on while measured (default 1)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    add_load_flag(p)
     p.set_defaults(func=run)
 
 

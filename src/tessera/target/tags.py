@@ -19,8 +19,9 @@ class TagRegistry:
         self._docs: dict[str, str] = {}
 
     def register(self, name: str, spec: Mapping[str, Any] | str, doc: str = "") -> None:
-        if name in self._specs:
-            raise TargetError(f"target alias {name!r} is already registered")
+        if name in self._specs and (self._specs[name], self._docs[name]) != (spec, doc):
+            # the same alias again (a re-imported module) is fine; another meaning is not
+            raise TargetError(f"target alias {name!r} is already registered as {self._specs[name]!r}")
         self._specs[name] = spec
         self._docs[name] = doc
 
