@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import re
 import tarfile
 import tomllib
 import zipfile
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tessera-example-target"
 MODULE = EXAMPLE / "src" / "tessera_example_target" / "__init__.py"
 KERNEL = "exaccel_matmul_f32"
+GUIDE = ROOT / "docs" / "adding-a-target.md"
 
 
 def _wheel(out: Path) -> Path:
@@ -104,6 +106,8 @@ def test_targets_lists_the_kind_with_its_distribution(installed, tmp_path):
     out = _tessera(["targets", "exaccel"], installed, tmp_path)
     assert "hooks: RelayToTIR, TIRToRuntime" in out and "fields: pattern_table" in out
     assert "from: distribution tessera-example-target 0.1.0, entry point 'exaccel'" in out
+    shown = re.search(r"`(from: distribution tessera-example-target[^`]*)`", GUIDE.read_text())
+    assert shown is not None and shown.group(1) in out  # docs/adding-a-target.md quotes the line
 
 
 @pytest.mark.parametrize("how", ["entry point", "--load"])
