@@ -27,6 +27,7 @@ from ..transform.pass_infra import PassContext, Sequential
 from ..transform.quantize_to_integer import QuantizeToInteger
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
 from ..op.annotation import HOST
+from ..op.tuning_log import Config, Workload
 from ..transform.annotate_target import RemovePins, check_pins
 from ..transform.merge_composite import InlineComposites
 from ..transform.partition import partition_for
@@ -158,15 +159,20 @@ def fuse(mod: IRModule | Function, target: Target, params, ctx: PassContext, say
 
 
 def lower_fused(mod: IRModule, target: Target, ctx: PassContext, say: Progress, mod_name: str,
-                config: CompilationConfig | None = None, started: float | None = None) -> Lowered:
-    """The loop half: target hooks, then every primitive function to TIR (no C compiler runs)."""
+                config: CompilationConfig | None = None, started: float | None = None,
+                forced: Mapping[Workload, Config] | None = None) -> Lowered:
+    """The loop half: target hooks, then every primitive function to TIR (no C compiler runs).
+
+    `forced`: schedule configurations to impose per workload (how the tuner builds its candidates).
+    """
     t0 = time.perf_counter() if started is None else started
     partitioned = mod
-    with ctx.made_current():  # kernels read schedule knobs (the tuning log) from the current context
+    with ctx.made_current():  # passes a hook runs without a context see the build's
         mod = run_relay_to_tir(mod, [*target.accelerators, target.host], ctx)
         externals, owned = run_relay_to_runtime(mod, target.accelerators)
         say("lowering kernels to loops")
-        mod = LowerTE(f"tsgen_{mod_name}_", config.pieces if config is not None else None, target.host)(mod, ctx)
+        pieces = config.pieces if config is not None else None
+        mod = LowerTE(target.host, f"tsgen_{mod_name}_", pieces, forced)(mod, ctx)
     mod = LiftWorkspaces()(mod, ctx)  # kernel scratch becomes planned memory
     return Lowered(mod, partitioned, target, externals, owned, t0, config, MemoryOptions.from_config(ctx.config))
 

@@ -3,17 +3,24 @@
 Each operator contributes its TE compute; the fused group becomes one kernel.
 Structurally identical groups (ResNet repeats the same block many times)
 share one kernel, which keeps both the C file and gcc's time small.
+
+Every compute is told how to schedule: LowerTE builds one ScheduleContext
+per target it lowers for (the host, or each named piece), holding that
+target and the tuning log of the build's PassContext, and passes it down.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
 from .. import te
 from ..errors import CompileError
 from ..op.registry import Op
+from ..op.schedule_context import ScheduleContext
+from ..op.tuning_log import Config, Workload
 from ..relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from ..relay.module import IRModule
 from ..relay.printer import expr_str
@@ -24,7 +31,6 @@ from ..tir.stmt import PrimFunc
 from ..transform.infer_type import infer_expr
 from ..target.target import Target
 from ..transform.pass_infra import Pass, PassContext
-from ..tune.knobs import lowering_for
 from .target_hooks import DEVICE_ATTR, TARGET_ATTR
 
 MAX_NAME_OPS = 4
@@ -40,8 +46,8 @@ def _constant_tensor(c: Constant) -> te.Tensor:
     return te.compute(c.data.shape, lambda *i: E.const(value, dtype), name="const")
 
 
-def lower_primitive(func: Function, name: str) -> PrimFunc:
-    """One fused Relay function -> one PrimFunc named `name`."""
+def lower_primitive(func: Function, name: str, sched: ScheduleContext) -> PrimFunc:
+    """One fused Relay function -> one PrimFunc named `name`; every op's compute is scheduled by `sched`."""
     inputs = []
     env: dict[int, object] = {}
     for p in func.params:
@@ -61,7 +67,7 @@ def lower_primitive(func: Function, name: str) -> PrimFunc:
             if op.compute is None:
                 raise CompileError(f"operator {op.name} has no lowering to loops (no TE compute)")
             args = [env[id(a)] for a in node.args]
-            env[id(node)] = op.compute(args, node.attrs, node.checked_type)
+            env[id(node)] = op.compute(args, node.attrs, node.checked_type, sched)
         elif isinstance(node, Tuple):
             env[id(node)] = tuple(env[id(f)] for f in node.fields)
         elif isinstance(node, TupleGetItem):
@@ -90,18 +96,31 @@ def kernel_name_hint(func: Function) -> str:
 
 
 class LowerTE(Pass):
-    """Lower `main`'s primitive-function calls into calls of PrimFuncs."""
+    """Lower `main`'s primitive-function calls into calls of PrimFuncs.
+
+    `target` builds the kernels outside named pieces, `pieces` (named
+    compilation) those placed on a piece; schedule defaults depend on it.
+    `forced`: schedule configurations imposed per workload (the tuner's
+    candidates), ahead of the tuning log.
+    """
 
     name = "LowerTE"
     opt_level = 0
 
-    def __init__(self, prefix: str = "tsgen_default_", pieces: Mapping[str, Target] | None = None,
-                 target: Target | None = None) -> None:
+    def __init__(self, target: Target, prefix: str = "tsgen_default_", pieces: Mapping[str, Target] | None = None,
+                 forced: Mapping[Workload, Config] | None = None) -> None:
+        self.target = target
         self.prefix = prefix
         self.pieces = pieces or {}  # named compilation: piece -> the target that builds its kernels
-        self.target = target  # the target of kernels outside named pieces (schedule defaults depend on it)
+        self.forced = forced or {}
+
+    def schedules(self, ctx: PassContext) -> dict[str | None, ScheduleContext]:
+        """The schedule context of each piece's kernels (None: kernels outside named pieces)."""
+        host = ScheduleContext.for_build(self.target, ctx.config, self.forced)  # reads the log once
+        return {None: host, **{name: replace(host, target=piece) for name, piece in self.pieces.items()}}
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        schedules = self.schedules(ctx)
         main_gv = mod.get_global_var("main")
         main = infer_expr(mod.main, mod)
         kernels: dict[str, GlobalVar] = {}  # printed function -> kernel
@@ -126,8 +145,7 @@ class LowerTE(Pass):
                     name = f"{base}_{k}"
                     k += 1
                 used_names.add(name)
-                with lowering_for(self.pieces[device] if device is not None else self.target):
-                    prim = lower_primitive(func, name)
+                prim = lower_primitive(func, name, schedules[device])
                 if device is not None:
                     prim = prim.with_attrs(**{TARGET_ATTR: self.pieces[device], DEVICE_ATTR: device})
                 gv = GlobalVar(name)

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import TesseraError
+from ..target.named import CompilationConfig
+from ..target.target import Target
 from .paths import readable_file
 
 
@@ -50,12 +52,13 @@ def model_name_for(path: str) -> str:
     return stem if not stem[0].isdigit() else f"m_{stem}"
 
 
-def runs_onnx_nodes(target) -> bool:
-    """Does an accelerator of the target take ONNX nodes tessera lacks?
+def runs_onnx_nodes(target: Target | CompilationConfig) -> bool:
+    """Does an accelerator of the target (of any named piece) take ONNX nodes tessera lacks?
 
     Pass the whole target, not its `.host`: the host has the accelerators stripped.
     """
-    return any("onnx.opaque" in a.kind.supported_ops for a in target.accelerators)
+    pieces = target.pieces.values() if isinstance(target, CompilationConfig) else (target,)
+    return any("onnx.opaque" in a.kind.supported_ops for piece in pieces for a in piece.accelerators)
 
 
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str = "c", opt_level: int = 2,
@@ -64,7 +67,6 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str
     """Import and build an ONNX file the way every subcommand does (with a tuning log's schedules, if given)."""
     import tessera
     from ..frontend import from_onnx
-    from ..target import Target
     from ..target.named import is_named_targets, parse_named_targets
     from ..transform import PassContext, PrintIRInstrument
     from ..tune import LOG_CONFIG_KEY, TuningLog

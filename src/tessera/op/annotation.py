@@ -61,7 +61,7 @@ class DeviceCopyAttrs:
 device_copy_op = register_op(
     "device_copy", type_rel=_identity_type, reference=lambda args, a: args[0].copy(),
     pattern=OpPattern.OPAQUE,  # never fused: it is the boundary between two memories
-    compute=lambda inputs, a, out: te.compute(inputs[0].shape, lambda *i: inputs[0][i], name="copy"),
+    compute=lambda inputs, a, out, sched: te.compute(inputs[0].shape, lambda *i: inputs[0][i], name="copy"),
     attrs=DeviceCopyAttrs, num_inputs=1,
     doc="copy a tensor from the memory of piece `src` to that of piece `dst`",
 )

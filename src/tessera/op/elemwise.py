@@ -52,6 +52,7 @@ from .elemwise_base import (
     unary_with_attrs,
 )
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 
 
 def _intrinsic(fn: E.Intrinsic) -> R.UnaryRule:
@@ -189,7 +190,7 @@ def _power_rule(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
     return R.cast(value, base_dtype)
 
 
-def _power_compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
+def _power_compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     return broadcast_compute(inputs, out, _power_rule, "power")
 
 
@@ -225,7 +226,7 @@ cast = register_op(
     "cast", type_rel=_cast_type,
     reference=lambda args, a: R.np_cast(args[0], a.dtype),
     pattern=OpPattern.ELEMWISE,
-    compute=lambda inputs, a, out: te.compute(
+    compute=lambda inputs, a, out, sched: te.compute(
         inputs[0].shape, lambda *i: R.cast(inputs[0][i], a.dtype), name="cast"),
     attrs=CastAttrs, num_inputs=1,
     doc="convert to `dtype`; float -> integer saturates, NaN -> 0",
@@ -272,6 +273,6 @@ def _where_rule(c: E.PrimExpr, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
 where = register_op(
     "where", type_rel=_where_type, reference=lambda args, a: np.where(*args),
     pattern=OpPattern.BROADCAST,
-    compute=lambda inputs, a, out: broadcast_compute(inputs, out, _where_rule, "where"),
+    compute=lambda inputs, a, out, sched: broadcast_compute(inputs, out, _where_rule, "where"),
     num_inputs=3,
 )

@@ -27,6 +27,7 @@ from .elemwise_base import (
     unary_with_attrs,
 )
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 
 
 def _c(value: float, like: E.PrimExpr) -> E.PrimExpr:
@@ -276,7 +277,7 @@ def _prelu_rule(x: E.PrimExpr, slope: E.PrimExpr) -> E.PrimExpr:
     return E.select(E.gt(x, _c(0, x)), x, R.wrapping(E.mul)(x, slope))
 
 
-def _prelu_compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
+def _prelu_compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     return broadcast_compute(inputs, out, _prelu_rule, "prelu")
 
 

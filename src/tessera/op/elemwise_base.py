@@ -19,6 +19,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, broadcast_indices, broadcast_shapes, tensors
 from .registry import Op, OpPattern, Validate, register_op
+from .schedule_context import ScheduleContext
 
 UnaryRule = Callable[[E.PrimExpr], E.PrimExpr]
 BinaryRule = Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]
@@ -70,7 +71,7 @@ def unary(
         with np.errstate(all="ignore"):
             return np.asarray(reference(args[0])).astype(out_dtype or args[0].dtype)
 
-    def compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
+    def compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sched: ScheduleContext) -> te.Tensor:
         return elementwise(inputs[0], out, rule, kernel_name(name))
 
     return register_op(name, type_rel=type_rel, reference=ref, pattern=OpPattern.ELEMWISE,
@@ -96,7 +97,7 @@ def unary_with_attrs(
         with np.errstate(all="ignore"):
             return np.asarray(reference(args[0], attrs)).astype(out_dtype or args[0].dtype)
 
-    def compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
+    def compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sched: ScheduleContext) -> te.Tensor:
         return elementwise(inputs[0], out, lambda v: rule(v, attrs), kernel_name(name))
 
     return register_op(name, type_rel=type_rel, reference=ref, pattern=OpPattern.ELEMWISE,
@@ -138,7 +139,7 @@ def binary(
         with np.errstate(all="ignore"):
             return np.asarray(reference(args[0], args[1])).astype(out_dtype or args[0].dtype)
 
-    def compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
+    def compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sched: ScheduleContext) -> te.Tensor:
         return broadcast_compute(inputs, out, rule, kernel_name(name), checks(inputs) if checks else ())
 
     return register_op(name, type_rel=type_rel, reference=ref, pattern=OpPattern.BROADCAST,

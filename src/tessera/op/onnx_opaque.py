@@ -9,6 +9,7 @@ exists: a build whose targets cannot run the node fails, naming it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 
@@ -54,7 +55,7 @@ def _reference(args: list[np.ndarray], attrs: OnnxNodeAttrs):
     return results[0] if len(results) == 1 else tuple(results)
 
 
-def _no_lowering(*args, **kwargs):
+def _no_lowering(inputs: list, attrs: object, out: object, sched: object) -> NoReturn:
     raise CompileError("onnx.opaque has no lowering to loops; build with an accelerator that runs ONNX nodes "
                        "(e.g. target='onnxruntime')")
 

@@ -36,10 +36,11 @@ from ..errors import TypeInferenceError
 from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
-from .nn.conv import ConvAttrs, conv_reference, _make_type_rel as _conv_type_rel
-from .nn.conv_schedule import ConvGeometry, _rows, pad_input
-from .nn.pool import PoolAttrs, _pool_type
+from .nn.conv import ConvAttrs, conv_reference, conv_type_rel
+from .nn.conv_schedule import ConvGeometry, pad_input, row_conv
+from .nn.pool import PoolAttrs, pool_type
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 
 INT8 = (-128, 127)
 
@@ -71,16 +72,31 @@ def requantize_ref(acc: np.ndarray, m: np.ndarray, shift: int, zp: int, lo: int,
     return np.clip(q + zp, lo, hi).astype(np.int8)
 
 
-def requantize_expr(acc: E.PrimExpr, m: E.PrimExpr, shift: int, zp: int, lo: int, hi: int,
-                    half_even: bool = False) -> E.PrimExpr:
-    """TIR of `requantize_ref` for one int32 accumulator and int32 multiplier."""
-    p = E.mul(E.cast(acc, "int64"), E.cast(m, "int64"))
-    q = E.binary(E.BinOp.SHR, E.add(p, E.const(1 << (shift - 1), "int64")), E.const(shift, "int64"))
+@dataclass(frozen=True)
+class Requant:
+    """The fixed-point epilogue shared by the integer kernels (multipliers are an input)."""
+
+    shift: int
+    output_zero_point: int
+    lo: int = INT8[0]
+    hi: int = INT8[1]
+
+
+def requantize_expr(product: E.PrimExpr, r: Requant, half_even: bool = False) -> E.PrimExpr:
+    """TIR of `requantize_ref` for an int64 product p = acc * m: (p + 2^(s-1)) >> s, plus the
+    output zero point, clamped to [lo, hi] as int8 (`half_even`: exact ties round to even)."""
+    half = E.const(1 << (r.shift - 1), "int64")
+    q = E.binary(E.BinOp.SHR, E.add(product, half), E.const(r.shift, "int64"))
     if half_even:
-        tie = E.eq(E.binary(E.BinOp.BITAND, p, E.const((1 << shift) - 1, "int64")), E.const(1 << (shift - 1), "int64"))
+        tie = E.eq(E.binary(E.BinOp.BITAND, product, E.const((1 << r.shift) - 1, "int64")), half)
         q = E.select(tie, E.binary(E.BinOp.BITAND, q, E.const(-2, "int64")), q)
-    y = E.add(E.cast(q, "int32"), E.const(zp, "int32"))
-    return E.cast(E.minimum(E.maximum(y, E.const(lo, "int32")), E.const(hi, "int32")), "int8")
+    y = E.add(E.cast(q, "int32"), E.const(r.output_zero_point, "int32"))
+    return E.cast(E.minimum(E.maximum(y, E.const(r.lo, "int32")), E.const(r.hi, "int32")), "int8")
+
+
+def widening_product(acc: E.PrimExpr, m: E.PrimExpr) -> E.PrimExpr:
+    """acc * m in 64 bits, for an int32 accumulator and an int32 multiplier."""
+    return E.mul(E.cast(acc, "int64"), E.cast(m, "int64"))
 
 
 def _channel(t: te.Tensor, c: E.PrimExpr) -> E.PrimExpr:
@@ -159,7 +175,8 @@ def _param_at(t: te.Tensor, index: tuple[E.PrimExpr, ...], axis: int) -> E.PrimE
     return t[index[normalize_axis(axis, len(index))]]
 
 
-def _quantize_compute(inputs: list[te.Tensor], attrs: QuantizeAttrs, out: TensorType) -> te.Tensor:
+def _quantize_compute(inputs: list[te.Tensor], attrs: QuantizeAttrs, out: TensorType,
+                      sched: ScheduleContext) -> te.Tensor:
     x, scale, zp = inputs
     lo, hi = (-128, 127) if attrs.out_dtype == "int8" else (0, 255)
 
@@ -171,7 +188,8 @@ def _quantize_compute(inputs: list[te.Tensor], attrs: QuantizeAttrs, out: Tensor
     return te.compute(out.shape, element, name="quantize")
 
 
-def _dequantize_compute(inputs: list[te.Tensor], attrs: DequantizeAttrs, out: TensorType) -> te.Tensor:
+def _dequantize_compute(inputs: list[te.Tensor], attrs: DequantizeAttrs, out: TensorType,
+                        sched: ScheduleContext) -> te.Tensor:
     x, scale, zp = inputs
 
     def element(*i: E.Var) -> E.PrimExpr:
@@ -195,16 +213,6 @@ dequantize = register_op(
 
 
 # ------------------------------------------------------------ requantised ops
-@dataclass(frozen=True)
-class Requant:
-    """The fixed-point epilogue shared by the integer kernels (multipliers are an input)."""
-
-    shift: int
-    output_zero_point: int
-    lo: int = INT8[0]
-    hi: int = INT8[1]
-
-
 @dataclass(frozen=True)
 class QConvAttrs:
     """The weight is stored flat, (OC, IC / groups * KH * KW), so each output
@@ -235,7 +243,7 @@ def _check_channel_vectors(bias: TensorType, mult: TensorType, channels: int, wh
                                  f"or (1,); got {bias.dtype} {bias.shape} and {mult.dtype} {mult.shape}")
 
 
-_conv2d_shape = _conv_type_rel(2)
+_conv2d_shape = conv_type_rel(2)
 
 
 def _weight4(w: TensorType | np.ndarray, attrs: QConvAttrs, ic: int) -> tuple[int, ...]:
@@ -290,7 +298,7 @@ def dot_s8(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
     return E.mul(E.cast(a, "int32"), E.cast(b, "int32"))
 
 
-def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType) -> te.Tensor:
+def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     data, weight, bias, mult = inputs
     a = attrs.conv
     n, oc, oh, ow = out.shape
@@ -313,15 +321,14 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType) 
             return E.cast(weight[c, E.add(E.mul(E.add(E.mul(rc, attrs.kernel[0]), t[0]), taps), t[1])], "int32")
 
         widened = te.compute(padded.shape, lambda *i: E.cast(padded[i], "int32"), name="widen")
-        grouped = _rows(widened, read_weight, g, "qconv2d_grouped")
+        grouped = row_conv(widened, read_weight, g, "qconv2d_grouped")
 
         def read(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
             return grouped[b, c, y, x]
     r = attrs.requant
 
     def element(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
-        return requantize_expr(E.add(read(b, c, y, x), bias[c]), _channel(mult, c), r.shift, r.output_zero_point,
-                               r.lo, r.hi)
+        return requantize_expr(widening_product(E.add(read(b, c, y, x), bias[c]), _channel(mult, c)), r)
 
     return te.compute(out.shape, element, name="requantize", axis_names=["n", "c", "o0", "o1"])
 
@@ -351,7 +358,7 @@ def _qdense_ref(args: list[np.ndarray], attrs: QDenseAttrs) -> np.ndarray:
     return requantize_ref(acc, mult.reshape(1, -1), r.shift, r.output_zero_point, r.lo, r.hi)
 
 
-def _qdense_compute(inputs: list[te.Tensor], attrs: QDenseAttrs, out: TensorType) -> te.Tensor:
+def _qdense_compute(inputs: list[te.Tensor], attrs: QDenseAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x, w, bias, mult = inputs
     rk = te.reduce_axis(x.shape[1], "rk")
     acc = te.compute(out.shape, lambda m, n: te.sum(dot_s8(x[m, rk.var], w[n, rk.var]), rk), name="qdense",
@@ -359,7 +366,7 @@ def _qdense_compute(inputs: list[te.Tensor], attrs: QDenseAttrs, out: TensorType
     r = attrs.requant
 
     def element(m: E.Var, n: E.Var) -> E.PrimExpr:
-        return requantize_expr(E.add(acc[m, n], bias[n]), _channel(mult, n), r.shift, r.output_zero_point, r.lo, r.hi)
+        return requantize_expr(widening_product(E.add(acc[m, n], bias[n]), _channel(mult, n)), r)
 
     return te.compute(out.shape, element, name="requantize", axis_names=["m", "n"])
 
@@ -399,7 +406,7 @@ def _qadd_ref(args: list[np.ndarray], attrs: QAddAttrs) -> np.ndarray:
     return requantize_ref(total, np.ones((), np.int64), r.shift, r.output_zero_point, r.lo, r.hi, half_even=True)
 
 
-def _qadd_compute(inputs: list[te.Tensor], attrs: QAddAttrs, out: TensorType) -> te.Tensor:
+def _qadd_compute(inputs: list[te.Tensor], attrs: QAddAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     a, b = inputs
     r = attrs.requant
 
@@ -408,19 +415,9 @@ def _qadd_compute(inputs: list[te.Tensor], attrs: QAddAttrs, out: TensorType) ->
 
     def element(*i: E.Var) -> E.PrimExpr:
         total = E.add(term(a, i, attrs.a_zero_point, attrs.a_multiplier), term(b, i, attrs.b_zero_point, attrs.b_multiplier))
-        return _requant64(total, r)
+        return requantize_expr(total, r, half_even=True)
 
     return te.compute(out.shape, element, name="qadd")
-
-
-def _requant64(p: E.PrimExpr, r: Requant) -> E.PrimExpr:
-    """Requantise an int64 value already multiplied (round half to even)."""
-    half = E.const(1 << (r.shift - 1), "int64")
-    q = E.binary(E.BinOp.SHR, E.add(p, half), E.const(r.shift, "int64"))
-    tie = E.eq(E.binary(E.BinOp.BITAND, p, E.const((1 << r.shift) - 1, "int64")), half)
-    q = E.select(tie, E.binary(E.BinOp.BITAND, q, E.const(-2, "int64")), q)
-    y = E.add(E.cast(q, "int32"), E.const(r.output_zero_point, "int32"))
-    return E.cast(E.minimum(E.maximum(y, E.const(r.lo, "int32")), E.const(r.hi, "int32")), "int8")
 
 
 qadd = register_op(
@@ -445,7 +442,7 @@ def _qpool_type(types: tuple[Type, ...], attrs: QPoolAttrs) -> Type:
     _check_int8((x,), "qnn.avg_pool2d")
     if any(attrs.pool.padding) or attrs.pool.ceil_mode or any(d != 1 for d in attrs.pool.dilation):
         raise TypeInferenceError(f"qnn.avg_pool2d supports unpadded, undilated windows, got {attrs.pool}")
-    return _pool_type(types, attrs.pool)
+    return pool_type(types, attrs.pool)
 
 
 def _qpool_ref(args: list[np.ndarray], attrs: QPoolAttrs) -> np.ndarray:
@@ -463,7 +460,7 @@ def _qpool_ref(args: list[np.ndarray], attrs: QPoolAttrs) -> np.ndarray:
                           r.lo, r.hi, half_even=True)
 
 
-def _qpool_compute(inputs: list[te.Tensor], attrs: QPoolAttrs, out: TensorType) -> te.Tensor:
+def _qpool_compute(inputs: list[te.Tensor], attrs: QPoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     p = attrs.pool
     rk = [te.reduce_axis(k, f"rk{j}") for j, k in enumerate(p.kernel)]
@@ -476,7 +473,8 @@ def _qpool_compute(inputs: list[te.Tensor], attrs: QPoolAttrs, out: TensorType) 
     total = te.compute(out.shape, window, name="qpool_sum", axis_names=["n", "c", "o0", "o1"])
 
     def element(*i: E.Var) -> E.PrimExpr:
-        return _requant64(E.mul(E.cast(total[i], "int64"), E.const(attrs.multiplier, "int64")), attrs.requant)
+        product = E.mul(E.cast(total[i], "int64"), E.const(attrs.multiplier, "int64"))
+        return requantize_expr(product, attrs.requant, half_even=True)
 
     return te.compute(out.shape, element, name="qpool")
 

@@ -14,6 +14,7 @@ from ..relay.ty import TensorType, TupleType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .registry import Op, OpPattern, register_op
+from .schedule_context import ScheduleContext
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def _reduce_type(types: tuple[Type, ...], attrs: ReduceAttrs) -> Type:
 
 
 def _reduce_compute(combine: Callable[..., te.Reduce], name: str):
-    def compute(inputs: list[te.Tensor], attrs: ReduceAttrs, out: TensorType) -> te.Tensor:
+    def compute(inputs: list[te.Tensor], attrs: ReduceAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
         x = inputs[0]
         axes = reduced_axes(x.ndim, attrs.axes)
         raxes = {a: te.reduce_axis(x.shape[a], f"r{a}") for a in axes}
@@ -71,10 +72,10 @@ def _reduce_compute(combine: Callable[..., te.Reduce], name: str):
     return compute
 
 
-def _mean_compute(inputs: list[te.Tensor], attrs: ReduceAttrs, out: TensorType) -> te.Tensor:
+def _mean_compute(inputs: list[te.Tensor], attrs: ReduceAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     axes = reduced_axes(x.ndim, attrs.axes)
-    total = _reduce_compute(te.sum, "mean_sum")(inputs, attrs, out)
+    total = _reduce_compute(te.sum, "mean_sum")(inputs, attrs, out, sched)
     count = math.prod(x.shape[a] for a in axes)
     return te.compute(out.shape, lambda *i: E.div(total[i], E.const(count, x.dtype)), name="mean")
 
@@ -109,7 +110,7 @@ def _arg_type(types: tuple[Type, ...], attrs: ArgReduceAttrs) -> Type:
 
 
 def _arg_compute(maximum: bool):
-    def compute(inputs: list[te.Tensor], attrs: ArgReduceAttrs, out: TensorType) -> te.Tensor:
+    def compute(inputs: list[te.Tensor], attrs: ArgReduceAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
         x = inputs[0]
         axis = normalize_axis(attrs.axis, x.ndim)
         r = te.reduce_axis(x.shape[axis], "r")
@@ -168,7 +169,8 @@ def _topk_type(types: tuple[Type, ...], attrs: TopKAttrs) -> Type:
     return TupleType((TensorType(shape, x.dtype), TensorType(shape, "int64")))
 
 
-def _topk_compute(inputs: list[te.Tensor], attrs: TopKAttrs, out: TupleType) -> tuple[te.Tensor, te.Tensor]:
+def _topk_compute(inputs: list[te.Tensor], attrs: TopKAttrs, out: TupleType,
+                  sched: ScheduleContext) -> tuple[te.Tensor, te.Tensor]:
     """rank[i] = elements ordered before element i (ties: lower index first);
     the j-th result is the element of rank j."""
     x = inputs[0]

@@ -18,6 +18,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, broadcast_indices, normalize_axis, same_dtype, tensors
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 
 
 def unravel(flat: E.PrimExpr, shape: tuple[int, ...]) -> list[E.PrimExpr]:
@@ -53,7 +54,8 @@ def _reshape_type(types: tuple[Type, ...], attrs: ReshapeAttrs) -> Type:
     return TensorType(attrs.newshape, x.dtype)
 
 
-def _reshape_compute(inputs: list[te.Tensor], attrs: ReshapeAttrs, out: TensorType) -> te.Tensor:
+def _reshape_compute(inputs: list[te.Tensor], attrs: ReshapeAttrs, out: TensorType,
+                     sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     if x.shape == out.shape:
         return te.compute(out.shape, lambda *i: x[i], name="reshape")
@@ -79,7 +81,8 @@ def _transpose_type(types: tuple[Type, ...], attrs: TransposeAttrs) -> Type:
     return TensorType(tuple(x.shape[a] for a in attrs.axes), x.dtype)
 
 
-def _transpose_compute(inputs: list[te.Tensor], attrs: TransposeAttrs, out: TensorType) -> te.Tensor:
+def _transpose_compute(inputs: list[te.Tensor], attrs: TransposeAttrs, out: TensorType,
+                       sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     inverse = np.argsort(attrs.axes)
     return te.compute(out.shape, lambda *i: x[tuple(i[int(k)] for k in inverse)], name="transpose")
@@ -115,7 +118,7 @@ def _concat_type(types: tuple[Type, ...], attrs: ConcatAttrs) -> Type:
     return TensorType(tuple(shape), dtype)
 
 
-def _concat_compute(inputs: list[te.Tensor], attrs: ConcatAttrs, out: TensorType) -> te.Tensor:
+def _concat_compute(inputs: list[te.Tensor], attrs: ConcatAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     axis = normalize_axis(attrs.axis, len(out.shape))
     offsets = [int(o) for o in np.cumsum([0] + [t.shape[axis] for t in inputs])]
     parts = [(t, offsets[k]) for k, t in enumerate(inputs) if t.shape[axis]]
@@ -201,7 +204,8 @@ def _strided_slice_ref(args: list[np.ndarray], attrs: StridedSliceAttrs) -> np.n
     return np.ascontiguousarray(x)
 
 
-def _strided_slice_compute(inputs: list[te.Tensor], attrs: StridedSliceAttrs, out: TensorType) -> te.Tensor:
+def _strided_slice_compute(inputs: list[te.Tensor], attrs: StridedSliceAttrs, out: TensorType,
+                           sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     axes = _slice_axes(TensorType(x.shape, x.dtype), attrs)
     return te.compute(
@@ -233,7 +237,8 @@ def _broadcast_to_type(types: tuple[Type, ...], attrs: BroadcastToAttrs) -> Type
     return TensorType(shape, x.dtype)
 
 
-def _broadcast_to_compute(inputs: list[te.Tensor], attrs: BroadcastToAttrs, out: TensorType) -> te.Tensor:
+def _broadcast_to_compute(inputs: list[te.Tensor], attrs: BroadcastToAttrs, out: TensorType,
+                          sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     return te.compute(out.shape, lambda *i: x[broadcast_indices(i, x.shape)], name="broadcast_to")
 
@@ -260,7 +265,7 @@ def _tile_type(types: tuple[Type, ...], attrs: TileAttrs) -> Type:
     return TensorType(tuple(s * r for s, r in zip(x.shape, attrs.reps)), x.dtype)
 
 
-def _tile_compute(inputs: list[te.Tensor], attrs: TileAttrs, out: TensorType) -> te.Tensor:
+def _tile_compute(inputs: list[te.Tensor], attrs: TileAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     return te.compute(out.shape, lambda *i: x[tuple(E.floormod(v, max(n, 1)) for v, n in zip(i, x.shape))],
                       name="tile")

@@ -13,6 +13,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 from .transform import unravel
 
 
@@ -43,7 +44,7 @@ def _one_hot_ref(args: list[np.ndarray], attrs: OneHotAttrs) -> np.ndarray:
     return np.where(hot, values[1], values[0]).astype(values.dtype)
 
 
-def _one_hot_compute(inputs: list[te.Tensor], attrs: OneHotAttrs, out: TensorType) -> te.Tensor:
+def _one_hot_compute(inputs: list[te.Tensor], attrs: OneHotAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     idx, values = inputs
     axis = normalize_axis(attrs.axis, idx.ndim + 1)
     off, on = (values[tuple(unravel(E.IntImm(k), values.shape))] for k in (0, 1))
@@ -82,7 +83,7 @@ def _trilu_ref(args: list[np.ndarray], attrs: TriluAttrs) -> np.ndarray:
     return fn(args[0], attrs.k)
 
 
-def _trilu_compute(inputs: list[te.Tensor], attrs: TriluAttrs, out: TensorType) -> te.Tensor:
+def _trilu_compute(inputs: list[te.Tensor], attrs: TriluAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
 
     def element(*i: E.Var) -> E.PrimExpr:

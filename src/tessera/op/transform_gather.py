@@ -22,6 +22,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 
 
 # ------------------------------------------------------------------ helpers
@@ -106,7 +107,7 @@ def _take_ref(args: list[np.ndarray], attrs: TakeAttrs) -> np.ndarray:
     return np.take(x, wrap_index_np(idx, x.shape[axis]), axis=axis)
 
 
-def _take_compute(inputs: list[te.Tensor], attrs: TakeAttrs, out: TensorType) -> te.Tensor:
+def _take_compute(inputs: list[te.Tensor], attrs: TakeAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x, idx = inputs
     axis = normalize_axis(attrs.axis, x.ndim)
     m = idx.ndim
@@ -159,7 +160,8 @@ def _gather_elements_ref(args: list[np.ndarray], attrs: GatherElementsAttrs) -> 
     return x[tuple(grid)]
 
 
-def _gather_elements_compute(inputs: list[te.Tensor], attrs: GatherElementsAttrs, out: TensorType) -> te.Tensor:
+def _gather_elements_compute(inputs: list[te.Tensor], attrs: GatherElementsAttrs, out: TensorType,
+                             sched: ScheduleContext) -> te.Tensor:
     x, idx = inputs
     axis = normalize_axis(attrs.axis, x.ndim)
 
@@ -238,7 +240,8 @@ def _gather_nd_ref(args: list[np.ndarray], attrs: GatherNDAttrs) -> np.ndarray:
     return out
 
 
-def _gather_nd_compute(inputs: list[te.Tensor], attrs: GatherNDAttrs, out: TensorType) -> te.Tensor:
+def _gather_nd_compute(inputs: list[te.Tensor], attrs: GatherNDAttrs, out: TensorType,
+                       sched: ScheduleContext) -> te.Tensor:
     x, idx = inputs
     b, q = attrs.batch_dims, idx.shape[-1]
     m = idx.ndim - 1  # output dims that come from the indices
@@ -308,7 +311,8 @@ def _reverse_sequence_ref(args: list[np.ndarray], attrs: ReverseSequenceAttrs) -
     return out
 
 
-def _reverse_sequence_compute(inputs: list[te.Tensor], attrs: ReverseSequenceAttrs, out: TensorType) -> te.Tensor:
+def _reverse_sequence_compute(inputs: list[te.Tensor], attrs: ReverseSequenceAttrs, out: TensorType,
+                              sched: ScheduleContext) -> te.Tensor:
     x, lens = inputs
     t, b = _reverse_sequence_axes(TensorType(x.shape, x.dtype), attrs)
     steps = x.shape[t]

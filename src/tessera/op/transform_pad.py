@@ -19,6 +19,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 
 PAD_MODES = ("constant", "edge", "reflect", "wrap")
 
@@ -89,7 +90,7 @@ _SOURCE: dict[str, Callable[[E.PrimExpr, int], E.PrimExpr]] = {
 }
 
 
-def _pad_compute(inputs: list[te.Tensor], attrs: PadAttrs, out: TensorType) -> te.Tensor:
+def _pad_compute(inputs: list[te.Tensor], attrs: PadAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x, value = inputs
     plans = _plans(TensorType(x.shape, x.dtype), attrs)
     fill = value[(0,) * value.ndim]

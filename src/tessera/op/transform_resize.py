@@ -23,6 +23,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 
 ACC = "float64"
 
@@ -80,7 +81,8 @@ def _saturate(v: E.PrimExpr, dtype: str) -> E.PrimExpr:
     return E.cast(v, dtype)
 
 
-def _resample_compute(inputs: list[te.Tensor], attrs: ResampleAttrs, out: TensorType) -> te.Tensor:
+def _resample_compute(inputs: list[te.Tensor], attrs: ResampleAttrs, out: TensorType,
+                      sched: ScheduleContext) -> te.Tensor:
     x, idx, w = inputs
     axis = normalize_axis(attrs.axis, x.ndim)
     last = max(x.shape[axis] - 1, 0)

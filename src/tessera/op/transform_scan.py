@@ -19,6 +19,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def _cumsum_ref(args: list[np.ndarray], attrs: CumsumAttrs) -> np.ndarray:
     return np.ascontiguousarray(out)
 
 
-def _cumsum_compute(inputs: list[te.Tensor], attrs: CumsumAttrs, out: TensorType) -> te.Tensor:
+def _cumsum_compute(inputs: list[te.Tensor], attrs: CumsumAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     axis = normalize_axis(attrs.axis, x.ndim)
     n = x.shape[axis]

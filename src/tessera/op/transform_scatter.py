@@ -27,6 +27,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .registry import OpPattern, register_op
+from .schedule_context import ScheduleContext
 from .transform import unravel
 from .transform_gather import (
     check_index_values,
@@ -139,7 +140,8 @@ def _scatter_elements_ref(args: list[np.ndarray], attrs: ScatterElementsAttrs) -
     return out
 
 
-def _scatter_elements_compute(inputs: list[te.Tensor], attrs: ScatterElementsAttrs, out: TensorType) -> te.Tensor:
+def _scatter_elements_compute(inputs: list[te.Tensor], attrs: ScatterElementsAttrs, out: TensorType,
+                              sched: ScheduleContext) -> te.Tensor:
     data, idx, upd = inputs
     axis = normalize_axis(attrs.axis, data.ndim)
 
@@ -205,7 +207,8 @@ def _scatter_nd_ref(args: list[np.ndarray], attrs: ScatterNDAttrs) -> np.ndarray
     return out
 
 
-def _scatter_nd_compute(inputs: list[te.Tensor], attrs: ScatterNDAttrs, out: TensorType) -> te.Tensor:
+def _scatter_nd_compute(inputs: list[te.Tensor], attrs: ScatterNDAttrs, out: TensorType,
+                        sched: ScheduleContext) -> te.Tensor:
     data, idx, upd = inputs
     prefix, q = idx.shape[:-1], idx.shape[-1]
 

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from ..errors import TesseraError
 from .expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from .op import REGISTRY
 from .ty import TensorType
 
 
@@ -134,8 +135,6 @@ class OpPattern(Pattern):
     name: str
 
     def __post_init__(self) -> None:
-        from ..op.registry import REGISTRY
-
         object.__setattr__(self, "op", REGISTRY.get(self.name))  # unknown names fail here
 
     def _match_node(self, expr: Expr, state: Match) -> bool:

@@ -11,15 +11,13 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Optional, Union
+from typing import Optional, Union
 
 import numpy as np
 
 from ..errors import TypeInferenceError
+from .op import Op
 from .ty import TensorType, Type
-
-if TYPE_CHECKING:
-    from ..op.registry import Op
 
 
 class Expr:
@@ -127,7 +125,7 @@ class Function(Expr):
         return self.attrs.primitive
 
 
-CallTarget = Union["Op", Function, GlobalVar]
+CallTarget = Union[Op, Function, GlobalVar]
 
 
 @dataclass(frozen=True, eq=False, slots=True)

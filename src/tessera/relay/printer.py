@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
+from .op import attrs_as_dict
 from .ty import Type
 from .visitor import post_order
 
@@ -28,8 +29,6 @@ def _attr_value(v: object) -> str:
 
 
 def _attrs_text(attrs: object) -> str:
-    from ..op.registry import attrs_as_dict
-
     return ", ".join(f"{k}={_attr_value(v)}" for k, v in attrs_as_dict(attrs).items())
 
 

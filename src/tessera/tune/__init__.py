@@ -1,19 +1,15 @@
-"""Schedule tuning: knobs that kernels consult, a log of measured choices, and the tuner."""
+"""Schedule tuning: measure kernels' candidate schedules on this machine, and keep a log of them.
 
-from .knobs import LOG_CONFIG_KEY, Choice, Workload, choose, collect, current_target, forced, lowering_for
-from .log import Record, TuningLog
+Kernels ask for their knobs through the ScheduleContext LowerTE gives them
+(`tessera.op.schedule_context`); the log format lives with it
+(`tessera.op.tuning_log`), since every build reads it. This package drives
+whole builds to measure candidates: it sits above the backend, and only the
+command line (`tessera tune`) and users call it.
+"""
 
-_TUNER_NAMES = ("Task", "Tuned", "extract_tasks", "tune")
+from ..op.schedule_context import Choice, ScheduleContext
+from ..op.tuning_log import LOG_CONFIG_KEY, Record, TuningLog, Workload
+from .tuner import Task, Tuned, extract_tasks, tune
 
-__all__ = ["LOG_CONFIG_KEY", "Choice", "Record", "Task", "Tuned", "TuningLog", "Workload", "choose", "collect",
-           "current_target", "extract_tasks", "forced", "lowering_for", "tune"]
-
-
-def __getattr__(name: str) -> object:
-    # the tuner drives whole builds, and the build's lowering consults the knobs
-    # above: importing it lazily keeps knobs importable from inside the build
-    if name in _TUNER_NAMES:
-        from . import tuner
-
-        return getattr(tuner, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["LOG_CONFIG_KEY", "Choice", "Record", "ScheduleContext", "Task", "Tuned", "TuningLog", "Workload",
+           "extract_tasks", "tune"]

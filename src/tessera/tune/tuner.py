@@ -2,12 +2,12 @@
 
 1. Find the workloads. The graph half of the build (`fuse`: optimise,
    partition, fuse) runs once; then each distinct fused kernel is lowered to
-   loops inside `collect()`, which reports every knob its operators consult.
-   No C compiler runs. The tuner knows nothing about particular operators:
-   whatever calls `tune.choose` is tuned.
+   loops with a ScheduleContext whose collector records every knob its
+   operators consult. No C compiler runs. The tuner knows nothing about
+   particular operators: whatever calls `sched.choose` is tuned.
 2. Measure. For each workload, the fused kernel that first asked for it
    becomes a module of its own (its parameters are the inputs), built once per
-   candidate configuration (`forced`), the C compiled in parallel. Candidates
+   candidate configuration (forced on LowerTE), the C compiled in parallel. Candidates
    run in alternation on the same random inputs; the median per call counts.
    Each candidate's outputs must match the default's (a wrong schedule is a
    bug, not a fast result).
@@ -23,7 +23,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,8 @@ from ..backend.build_module import as_target, build_graph, fuse, lower_fused
 from ..backend.library import GraphExecutorLibrary
 from ..backend.lower_te import lower_primitive
 from ..errors import TesseraError
+from ..op.schedule_context import Choice, ScheduleContext
+from ..op.tuning_log import Config, Record, TuningLog, Workload
 from ..relay.expr import Call, Function, Var
 from ..relay.module import IRModule
 from ..relay.printer import expr_str
@@ -42,8 +44,6 @@ from ..target.named import is_named_targets
 from ..target.target import Target, TargetLike
 from ..transform.infer_type import infer_expr
 from ..transform.pass_infra import PassContext
-from .knobs import Choice, Config, Workload, collect, forced, lowering_for
-from .log import Record, TuningLog
 
 Progress = Callable[[str], None]
 
@@ -101,22 +101,23 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
     main = infer_expr(fused.main, fused)
     tasks: dict[Workload, Task] = {}
     lowered: set[str] = set()
-    with ctx.made_current(), collect() as asked, lowering_for(tgt.host):  # defaults depend on the target, as in the build
-        for node in post_order(main.body, into_functions=False):
-            if not (isinstance(node, Call) and isinstance(node.op, Function) and node.op.attrs.primitive):
-                continue
-            func = node.op
-            if func.attrs.compiler:
-                continue  # an external code generator's partition: no knobs of ours
-            text = expr_str(func)
-            if text in lowered:
-                continue
-            lowered.add(text)
-            before = set(asked)
-            lower_primitive(func, "tsgen_tune_probe")
-            for workload in asked:
-                if workload not in before:
-                    tasks[workload] = Task(asked[workload], func)
+    asked: list[Choice] = []
+    # defaults depend on the target, as in the build
+    sched = replace(ScheduleContext.for_build(tgt.host, ctx.config), collector=asked.append)
+    for node in post_order(main.body, into_functions=False):
+        if not (isinstance(node, Call) and isinstance(node.op, Function) and node.op.attrs.primitive):
+            continue
+        func = node.op
+        if func.attrs.compiler:
+            continue  # an external code generator's partition: no knobs of ours
+        text = expr_str(func)
+        if text in lowered:
+            continue
+        lowered.add(text)
+        asked.clear()
+        lower_primitive(func, "tsgen_tune_probe", sched)
+        for choice in asked:  # the first kernel to ask for a workload measures it
+            tasks.setdefault(choice.workload, Task(choice, func))
     return list(tasks.values())
 
 
@@ -200,10 +201,9 @@ def kernel_module(task: Task) -> IRModule:
 def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassContext, repeat: int, jobs: int,
              seed: int, threads: int) -> list[float]:
     """Median seconds per call of the task's kernel under each configuration."""
-    lowered = []
-    for config in configs:  # knobs are global state: lower one configuration at a time
-        with forced({task.workload: config}):
-            lowered.append(lower_fused(kernel_module(task), target, ctx, lambda msg: None, "tune"))
+    module = kernel_module(task)
+    lowered = [lower_fused(module, target, ctx, lambda msg: None, "tune", forced={task.workload: config})
+               for config in configs]
     with ThreadPoolExecutor(max_workers=jobs) as pool:  # gcc runs outside the GIL
         libs: list[GraphExecutorLibrary] = list(pool.map(lambda low: build_graph(low, lambda msg: None), lowered))
     rng = np.random.default_rng(seed)

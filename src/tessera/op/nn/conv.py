@@ -16,7 +16,8 @@ from ...errors import TypeInferenceError
 from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor, same_dtype
-from ..registry import Op, OpPattern, register_op
+from ..registry import Op, OpPattern, TypeRelation, register_op
+from ..schedule_context import ScheduleContext
 from .conv_schedule import ConvGeometry, conv_schedule, pad_input, planar_conv
 
 
@@ -42,7 +43,9 @@ def _check_attrs(attrs: ConvAttrs, d: int) -> None:
         raise TypeInferenceError(f"strides, dilations and groups must be positive and pads >= 0: {attrs}")
 
 
-def _make_type_rel(d: int):
+def conv_type_rel(d: int) -> TypeRelation:
+    """The type relation of a `d`-dimensional convolution (shared by qnn.conv2d)."""
+
     def type_rel(types: tuple[Type, ...], attrs: ConvAttrs) -> Type:
         data, weight = as_tensor(types[0], "data"), as_tensor(types[1], "weight")
         dtype = same_dtype([data, weight], "data and weight")
@@ -101,11 +104,11 @@ def conv_reference(args: list[np.ndarray], attrs: ConvAttrs) -> np.ndarray:
 
 
 def _make_compute(d: int):
-    def compute(inputs: list[te.Tensor], attrs: ConvAttrs, out: TensorType) -> te.Tensor:
+    def compute(inputs: list[te.Tensor], attrs: ConvAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
         data, weight = inputs
         oc, icpg = weight.shape[:2]
         g = ConvGeometry(tuple(out.shape), tuple(weight.shape[2:]), attrs.strides, attrs.dilation,
-                         icpg, oc // attrs.groups, in_spatial=tuple(data.shape[2:]))
+                         icpg, oc // attrs.groups, in_spatial=tuple(data.shape[2:])).scheduled(sched)
 
         def read_weight(c: E.PrimExpr, rc: E.PrimExpr, taps) -> E.PrimExpr:
             return weight[(c, rc, *taps)]
@@ -125,7 +128,7 @@ def _make_compute(d: int):
 
 def _register(d: int) -> Op:
     return register_op(
-        f"nn.conv{d}d", type_rel=_make_type_rel(d), reference=conv_reference,
+        f"nn.conv{d}d", type_rel=conv_type_rel(d), reference=conv_reference,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_make_compute(d), attrs=ConvAttrs, num_inputs=2,
         doc=f"{d}-d convolution, NC{'DHW'[3 - d:]} data and OI{'DHW'[3 - d:]} weights.",
     )

@@ -18,19 +18,22 @@ vectorises it as a scalar-times-vector multiply-add.
   (depthwise), and int8 convolutions: the reduction updates whole output
   rows in place.
 
-Tile sizes and the planar loop order are tuning knobs (`tessera.tune`):
-defaults follow the target's vector width.
+Tile sizes and the planar loop order are tuning knobs: the compute's
+ScheduleContext answers them (`ConvGeometry.scheduled`), with defaults that
+follow the target's vector width, or what `tessera tune` measured.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ... import te
+from ...target.simd import float32_lanes
 from ...te.lower import LOCAL_TILE_ELEMENTS
 from ...tir import expr as E
+from ..schedule_context import ScheduleContext
 
 TILE_WIDTH = 32  # default outputs per tile where the vector width is unknown (two AVX-512 vectors)
 TILE_CHANNELS = (8, 4, 2)  # default output channels per tile: the first that divides a group
@@ -54,25 +57,23 @@ class ConvGeometry:
     in_channels_per_group: int
     out_channels_per_group: int
     # (output channels, width) per register tile, and whether the loop over
-    # positions runs outside the loop over channel blocks; None: choose
+    # positions runs outside the loop over channel blocks; None: not chosen yet
     tile: tuple[int, int, int] | None = None
     in_spatial: tuple[int, ...] = ()  # input spatial size (for the loop-order default), if known
     workload_op: str = ""  # the operator named in tuning logs (default conv<rank>d)
 
-    def __post_init__(self) -> None:
-        if self.tile is None:
-            object.__setattr__(self, "tile", self._choose_tile())
+    def scheduled(self, sched: ScheduleContext) -> "ConvGeometry":
+        """This geometry with its register tile chosen: `sched`'s answer for the workload
+        (forced by the tuner, from the tuning log, or the target's default)."""
+        return self if self.tile is not None else replace(self, tile=self._choose_tile(sched))
 
-    def _choose_tile(self) -> tuple[int, int, int]:
-        """The tuning log's choice for this workload, or the default."""
-        from ...tune import choose
-
+    def _choose_tile(self, sched: ScheduleContext) -> tuple[int, int, int]:
         channels = [c for c in CHANNEL_CANDIDATES if self.out_channels_per_group % c == 0] or [1]
         # Stream whichever of input and weights is larger from the outer loop
         # only once: positions outside when the input outweighs the weights.
         in_elems = math.prod(self.in_spatial or self.out_shape[2:]) * self.in_channels_per_group
         weight_elems = self.out_channels_per_group * self.in_channels_per_group * math.prod(self.kernel)
-        width = self._default_width()
+        width = self._default_width(float32_lanes(sched.target))
         default = {"channels": next((c for c in TILE_CHANNELS if c in channels), 1), "width": width,
                    "positions_outer": int(in_elems > weight_elems)}
         candidates = [{"channels": c, "width": w, "positions_outer": o} for c in channels for w in WIDTH_CANDIDATES
@@ -83,24 +84,29 @@ class ConvGeometry:
                        "strides": list(self.strides),
                        "dilation": list(self.dilation), "in_per_group": self.in_channels_per_group,
                        "out_per_group": self.out_channels_per_group}
-        picked = choose(self.workload_op or f"conv{self.rank}d", description, candidates, default)
+        picked = sched.choose(self.workload_op or f"conv{self.rank}d", description, candidates, default)
         return picked["channels"], picked["width"], picked["positions_outer"]
 
-    def _default_width(self) -> int:
-        """Two vector registers of positions (TILE_WIDTH where the vector width is unknown),
-        narrower where the output positions would fill less than half the last tile."""
-        lanes = _lanes()
+    def _default_width(self, lanes: int | None) -> int:
+        """Two vector registers of `lanes` float32 positions (TILE_WIDTH where the vector width is
+        unknown), narrower where the output positions would fill less than half the last tile."""
         width = min(max(2 * lanes, min(WIDTH_CANDIDATES)), max(WIDTH_CANDIDATES)) if lanes else TILE_WIDTH
         positions = math.prod(self.out_shape[2:])
         return width if positions >= 3 * width else min(WIDTH_CANDIDATES)
 
     @property
+    def chosen_tile(self) -> tuple[int, int, int]:
+        if self.tile is None:
+            raise ValueError("the register tile is not chosen yet: use ConvGeometry.scheduled(sched)")
+        return self.tile
+
+    @property
     def tile_width(self) -> int:
-        return self.tile[1]  # type: ignore[index]
+        return self.chosen_tile[1]
 
     @property
     def positions_outer(self) -> bool:
-        return bool(self.tile[2])  # type: ignore[index]
+        return bool(self.chosen_tile[2])
 
     @property
     def rank(self) -> int:
@@ -112,7 +118,7 @@ class ConvGeometry:
 
     def tile_channels(self) -> int:
         """Output channels per tile (a tile never straddles two groups), 1 if none fits."""
-        return self.tile[0]  # type: ignore[index]
+        return self.chosen_tile[0]
 
     def planar(self) -> bool:
         """2-d convolutions run on flattened planes (see `planar_conv`), depthwise ones included."""
@@ -133,15 +139,6 @@ class ConvGeometry:
             return rc
         group = E.floordiv(c, self.out_channels_per_group)
         return E.add(E.mul(group, self.in_channels_per_group), rc)
-
-
-def _lanes() -> int | None:
-    """float32 lanes of the vector registers of the target being lowered for."""
-    from ...target.simd import float32_lanes
-    from ...tune.knobs import current_target
-
-    target = current_target()
-    return float32_lanes(target) if target is not None else None  # type: ignore[arg-type]
 
 
 def pad_input(data: te.Tensor, begins: tuple[int, ...], ends: tuple[int, ...], value: float,
@@ -193,14 +190,16 @@ def conv_schedule(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name
     """
     if g.uses_tiles():
         return _tiled(padded, weight, g, name)
-    return _rows(padded, weight, g, name)
+    return row_conv(padded, weight, g, name)
 
 
 def _reduce_axes(g: ConvGeometry) -> tuple[te.IterVar, list[te.IterVar]]:
     return te.reduce_axis(g.in_channels_per_group, "rc"), [te.reduce_axis(k, f"rk{j}") for j, k in enumerate(g.kernel)]
 
 
-def _rows(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) -> te.Tensor:
+def row_conv(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) -> te.Tensor:
+    """The rows schedule (no register tile): the reduction updates whole output rows in place.
+    `padded` is padded for the convolution; `weight` reads any dtype the product should have."""
     d = g.rank
     rc, rk = _reduce_axes(g)
     spatial_names = [f"o{k}" for k in range(d)]

@@ -23,6 +23,7 @@ from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import Op, OpPattern, register_op
+from ..schedule_context import ScheduleContext
 from .conv_schedule import ConvGeometry, conv_schedule, planar_conv
 
 
@@ -135,12 +136,13 @@ def _spread(data: te.Tensor, a: ConvTransposeAttrs, kernel: tuple[int, ...], out
 
 
 def _make_compute(d: int):
-    def compute(inputs: list[te.Tensor], attrs: ConvTransposeAttrs, out: TensorType) -> te.Tensor:
+    def compute(inputs: list[te.Tensor], attrs: ConvTransposeAttrs, out: TensorType,
+                sched: ScheduleContext) -> te.Tensor:
         data, weight = inputs
         kernel = tuple(weight.shape[2:])
         icpg, ocpg = weight.shape[0] // attrs.groups, weight.shape[1]
         g = ConvGeometry(tuple(out.shape), kernel, (1,) * d, attrs.dilation, icpg, ocpg,
-                         workload_op=f"conv{d}d_transpose")
+                         workload_op=f"conv{d}d_transpose").scheduled(sched)
         overhang = g.tile_overhang() if g.uses_tiles() else 0
         spread = _spread(data, attrs, kernel, list(out.shape[2:]), overhang)
 

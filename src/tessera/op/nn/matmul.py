@@ -16,9 +16,11 @@ import numpy as np
 from ... import te
 from ...errors import TypeInferenceError
 from ...relay.ty import TensorType, Type
+from ...te.lower import LOCAL_TILE_ELEMENTS
 from ...tir import expr as E
 from .._util import as_tensor, broadcast_indices, broadcast_shapes, same_dtype
 from ..registry import OpPattern, register_op
+from ..schedule_context import ScheduleContext
 
 
 def _matmul_type(types: tuple[Type, ...], attrs: object) -> Type:
@@ -53,11 +55,8 @@ ROW_CANDIDATES = (8, 6, 4, 3, 2)
 COL_CANDIDATES = (32, 16, 8)
 
 
-def _tile(out_shape: tuple[int, ...], k: int) -> tuple[int, int] | None:
-    """The register tile (rows, cols): the tuning log's choice for this workload, or the default."""
-    from ...te.lower import LOCAL_TILE_ELEMENTS
-    from ...tune.knobs import choose
-
+def _tile(out_shape: tuple[int, ...], k: int, sched: ScheduleContext) -> tuple[int, int] | None:
+    """The register tile (rows, cols): the tuned choice for this workload, or the default."""
     *batch, m, n = out_shape
     if m < MIN_TILED_ROWS:
         return None
@@ -67,7 +66,7 @@ def _tile(out_shape: tuple[int, ...], k: int) -> tuple[int, int] | None:
         return None
     candidates = [{"rows": r, "cols": c} for r in ROW_CANDIDATES if m % r == 0
                   for c in COL_CANDIDATES if n % c == 0 and r * c <= LOCAL_TILE_ELEMENTS]
-    picked = choose("matmul", {"batch": batch, "m": m, "n": n, "k": k}, candidates, {"rows": rows, "cols": cols})
+    picked = sched.choose("matmul", {"batch": batch, "m": m, "n": n, "k": k}, candidates, {"rows": rows, "cols": cols})
     return picked["rows"], picked["cols"]
 
 
@@ -118,10 +117,10 @@ def _tiled_matmul(a: te.Tensor, b: te.Tensor, out: TensorType, rows: int, cols: 
     return te.compute(out.shape, untile, name="matmul_out")
 
 
-def _matmul_compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
+def _matmul_compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     a, b = inputs
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
-    tile = None if a_vec or b_vec else _tile(tuple(out.shape), a.shape[-1])
+    tile = None if a_vec or b_vec else _tile(tuple(out.shape), a.shape[-1], sched)
     if tile is not None:
         return _tiled_matmul(a, b, out, *tile)
     k_extent = a.shape[-1]
@@ -165,7 +164,7 @@ def _dense_type(types: tuple[Type, ...], attrs: object) -> Type:
     return TensorType((x.shape[0], w.shape[0]), dtype)
 
 
-def _dense_compute(inputs: list[te.Tensor], attrs: object, out: TensorType) -> te.Tensor:
+def _dense_compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x, w = inputs
     rk = te.reduce_axis(x.shape[1], "rk")
     return te.compute(out.shape, lambda m, n: te.sum(E.mul(x[m, rk.var], w[n, rk.var]), rk), name="dense",

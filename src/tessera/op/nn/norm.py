@@ -13,6 +13,7 @@ from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import normalize_axis, same_dtype, tensors
 from ..registry import OpPattern, register_op
+from ..schedule_context import ScheduleContext
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def _bn_ref(args: list[np.ndarray], attrs: BatchNormAttrs) -> np.ndarray:
     return (x * scale.reshape(shape) + (beta - mean * scale).reshape(shape)).astype(x.dtype)
 
 
-def _bn_compute(inputs: list[te.Tensor], attrs: BatchNormAttrs, out: TensorType) -> te.Tensor:
+def _bn_compute(inputs: list[te.Tensor], attrs: BatchNormAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x, gamma, beta, mean, var = inputs
     axis = normalize_axis(attrs.axis, x.ndim)
 
@@ -94,7 +95,7 @@ def _lrn_ref(args: list[np.ndarray], a: LRNAttrs) -> np.ndarray:
     return (x / (a.bias + a.alpha / a.size * acc) ** a.beta).astype(x.dtype)
 
 
-def _lrn_compute(inputs: list[te.Tensor], a: LRNAttrs, out: TensorType) -> te.Tensor:
+def _lrn_compute(inputs: list[te.Tensor], a: LRNAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     axis = normalize_axis(a.axis, x.ndim)
     before, _ = _lrn_window(a.size)

@@ -20,6 +20,7 @@ from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor
 from ..registry import Op, OpPattern, register_op
+from ..schedule_context import ScheduleContext
 from .conv_schedule import pad_input
 from ..transform import unravel
 
@@ -53,7 +54,8 @@ def _out_spatial(shape: tuple[int, ...], a: PoolAttrs) -> list[int]:
     ]
 
 
-def _pool_type(types: tuple[Type, ...], attrs: PoolAttrs) -> Type:
+def pool_type(types: tuple[Type, ...], attrs: PoolAttrs) -> Type:
+    """The type relation of every pooling op (qnn.avg_pool2d included)."""
     x = as_tensor(types[0])
     d = len(attrs.kernel)
     if x.ndim != d + 2:
@@ -118,7 +120,7 @@ def _window_reduce(x: te.Tensor, attrs: PoolAttrs, out: TensorType, fill: float,
                       loop_order=["n", "c", *(r.name for r in rk), *spatial])
 
 
-def _max_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType) -> te.Tensor:
+def _max_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     return _window_reduce(x, attrs, out, dt.min_value(x.dtype), te.max_reduce, "max_pool")
 
@@ -139,7 +141,7 @@ def _count(attrs: PoolAttrs, shape: tuple[int, ...], pos: tuple[E.Var, ...]) -> 
     return total
 
 
-def _avg_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType) -> te.Tensor:
+def _avg_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     names = ["n", "c", *(f"o{k}" for k in range(len(attrs.kernel)))]
     total = _window_reduce(x, attrs, out, 0.0, te.sum, "avg_pool_sum")
@@ -169,7 +171,7 @@ def _root(total: E.PrimExpr, p: float) -> E.PrimExpr:
     return E.binary(E.BinOp.POW, total, E.const(1.0 / p, total.dtype))
 
 
-def _lp_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType) -> te.Tensor:
+def _lp_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     d = len(attrs.kernel)
     rk = [te.reduce_axis(attrs.kernel[k], f"rk{k}") for k in range(d)]
@@ -228,7 +230,7 @@ _COMPUTES = {"max": _max_compute, "avg": _avg_compute, "lp": _lp_compute}
 
 def _register(kind: str, d: int) -> Op:
     return register_op(
-        f"nn.{kind}_pool{d}d", type_rel=_pool_type, reference=_pool_reference(kind),
+        f"nn.{kind}_pool{d}d", type_rel=pool_type, reference=_pool_reference(kind),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_COMPUTES[kind], attrs=PoolAttrs, num_inputs=1,
     )
 
@@ -250,7 +252,8 @@ def _flat_spatial_index(coords: list[E.PrimExpr], shape: tuple[int, ...], column
     return flat
 
 
-def _indices_compute(inputs: list[te.Tensor], attrs: PoolIndicesAttrs, out: TensorType) -> te.Tensor:
+def _indices_compute(inputs: list[te.Tensor], attrs: PoolIndicesAttrs, out: TensorType,
+                     sched: ScheduleContext) -> te.Tensor:
     """The flat input index of each window's first maximum, ONNX MaxPool's
     second output: one argmax over the window flattened to a single axis."""
     x = inputs[0]
@@ -281,7 +284,7 @@ def _indices_compute(inputs: list[te.Tensor], attrs: PoolIndicesAttrs, out: Tens
 
 
 def _indices_type(types: tuple[Type, ...], attrs: PoolIndicesAttrs) -> Type:
-    values = _pool_type(types, attrs)
+    values = pool_type(types, attrs)
     assert isinstance(values, TensorType)
     return TensorType(values.shape, "int64")
 

@@ -12,6 +12,7 @@ from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor, normalize_axis
 from ..registry import OpPattern, register_op
+from ..schedule_context import ScheduleContext
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def _collapsed(i: tuple[E.Var, ...], axis: int) -> tuple[E.PrimExpr, ...]:
     return tuple(E.IntImm(0) if k == axis else v for k, v in enumerate(i))
 
 
-def _softmax_compute(inputs: list[te.Tensor], attrs: SoftmaxAttrs, out: TensorType) -> te.Tensor:
+def _softmax_compute(inputs: list[te.Tensor], attrs: SoftmaxAttrs, out: TensorType,
+                     sched: ScheduleContext) -> te.Tensor:
     """exp(x - max) is computed once into a buffer, summed, then scaled."""
     x = inputs[0]
     axis = normalize_axis(attrs.axis, x.ndim)
@@ -60,7 +62,8 @@ def _softmax_compute(inputs: list[te.Tensor], attrs: SoftmaxAttrs, out: TensorTy
     return te.compute(x.shape, lambda *i: E.div(shifted[i], total[_collapsed(i, axis)]), name="softmax")
 
 
-def _log_softmax_compute(inputs: list[te.Tensor], attrs: SoftmaxAttrs, out: TensorType) -> te.Tensor:
+def _log_softmax_compute(inputs: list[te.Tensor], attrs: SoftmaxAttrs, out: TensorType,
+                         sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     axis = normalize_axis(attrs.axis, x.ndim)
     top = _row_max(x, axis)
@@ -96,7 +99,8 @@ log_softmax = register_op("nn.log_softmax", type_rel=_type, reference=_log_softm
                           compute=_log_softmax_compute, attrs=SoftmaxAttrs, num_inputs=1)
 
 
-def _hardmax_compute(inputs: list[te.Tensor], attrs: SoftmaxAttrs, out: TensorType) -> te.Tensor:
+def _hardmax_compute(inputs: list[te.Tensor], attrs: SoftmaxAttrs, out: TensorType,
+                     sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     axis = normalize_axis(attrs.axis, x.ndim)
     shape = tuple(1 if k == axis else s for k, s in enumerate(x.shape))

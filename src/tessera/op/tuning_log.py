@@ -1,22 +1,44 @@
-"""The tuning log: measured configurations per workload, as JSON on disk.
+"""The tuning log: measured schedule configurations per workload, as JSON on disk.
 
 The file is a list of records {"op", "key", "config", "seconds", "target"};
 `best` answers the fastest configuration recorded for a workload. Logs are
 machine-specific: a log tuned on one CPU still builds correct code on
 another, only perhaps slower code.
+
+It lives with the operators, below the tuner, because a build reads it too:
+LowerTE hands the log of the build's PassContext (config key "tune.log") to
+every kernel's schedule through the ScheduleContext.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TesseraError
 from ..util.atomic import atomic_write_text
-from .knobs import Config, Workload
+
+Config = Mapping[str, int]  # one candidate schedule: knob name -> value, e.g. {"channels": 8, "width": 16}
+
+LOG_CONFIG_KEY = "tune.log"  # PassContext config: a TuningLog or the path of one
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One tunable kernel instance: the operator and what its schedule depends on."""
+
+    op: str
+    key: str  # canonical JSON of the operator's description (shapes, strides, ...)
+
+    @staticmethod
+    def of(op: str, description: object) -> "Workload":
+        return Workload(op, json.dumps(description, sort_keys=True, separators=(",", ":")))
+
+    def __str__(self) -> str:
+        return f"{self.op}{self.key}"
 
 
 @dataclass(frozen=True)
@@ -34,8 +56,6 @@ class Record:
 @dataclass
 class TuningLog:
     records: list[Record] = field(default_factory=list)
-
-    _cache = {}  # path -> (mtime, TuningLog)
 
     def __post_init__(self) -> None:
         self._by_workload: dict[Workload, list[Record]] = {}
@@ -57,14 +77,15 @@ class TuningLog:
         return cls(records)
 
     @classmethod
-    def cached(cls, path: str | os.PathLike) -> "TuningLog":
-        p = Path(path)
-        mtime = p.stat().st_mtime_ns if p.exists() else None
-        hit = cls._cache.get(str(p))
-        if hit is None or hit[0] != mtime:
-            hit = (mtime, cls.load(p))
-            cls._cache[str(p)] = hit
-        return hit[1]
+    def from_config(cls, config: Mapping[str, object]) -> "TuningLog | None":
+        """The log a build's PassContext config names (LOG_CONFIG_KEY: a TuningLog or a path), if any."""
+        source = config.get(LOG_CONFIG_KEY)
+        if source is None or isinstance(source, TuningLog):
+            return source
+        if isinstance(source, (str, os.PathLike)):
+            return cls.load(source)
+        raise TesseraError(f"PassContext config {LOG_CONFIG_KEY!r}: got {type(source).__name__}, "
+                           "expected a TuningLog or the path of one")
 
     def add(self, record: Record) -> None:
         self.records.append(record)
