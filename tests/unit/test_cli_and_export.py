@@ -37,11 +37,24 @@ def test_compile_then_run_from_the_command_line(tmp_path, capsys):
     assert diff < 1e-4
 
 
+def test_compile_for_named_pieces_from_the_command_line(tmp_path, capsys):
+    so, tar = tmp_path / "digits.so", tmp_path / "digits.tar"
+    assert main(["compile", str(DIGITS), "-o", str(so), "-t", "little: c; big: c", "-q"]) == 0
+    x, label = _digit()
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(so), "--input", f"image={tmp_path / 'x.npy'}", "-q"]) == 0
+    assert f"argmax={label}" in capsys.readouterr().out
+    assert main(["compile", str(DIGITS), "-o", str(tar), "-t", "m4: c -mcpu=cortex-m4; m7: c -mcpu=cortex-m7",
+                 "-q"]) == 0
+    assert f"wrote {tar}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("argv, message", [
     (["run", "missing.so"], "no such library"),
     (["compile", str(DIGITS), "-o", "/tmp/x.so", "--input-shape", "image=1,1,8,8"], "expected NAME:D1,D2"),
     (["compile", str(DIGITS), "-o", "/tmp/x.so", "--input-shape", "img:1,1,8,8"], "unknown input"),
     (["targets", "cuda"], "unknown target kind 'cuda'"),
+    (["tune", str(DIGITS), "-o", "/tmp/x.json", "-t", "a: c; b: c"], "measures one target at a time"),
 ])
 def test_cli_errors_are_one_line_messages(argv, message, capsys):
     assert main(argv) == 2

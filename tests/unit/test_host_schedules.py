@@ -8,13 +8,25 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera import relay, tune
+from tessera import relay
+from tessera.backend.build_module import build_graph, fuse, lower_fused
 from tessera.errors import RuntimeExecutionError
 from tessera.op import elemwise as ew
 from tessera.op.nn import conv
 from tessera.op.nn.conv import conv_reference, ConvAttrs
 from tessera.op.nn.conv_schedule import ConvGeometry
+from tessera.target import Target
 from tessera.target.simd import native_cpu_flags
+from tessera.transform import PassContext
+from tessera.tune import Record, ScheduleContext, TuningLog, extract_tasks
+
+
+def _build_forcing(mod, config: dict[str, int]):
+    """`mod` built for `c` with the only tunable workload's schedule forced to `config`, as the tuner does."""
+    ctx, quiet = PassContext(), lambda msg: None
+    (task,) = extract_tasks(mod, "c")
+    fused = fuse(mod, Target("c"), None, ctx, quiet, "default")
+    return build_graph(lower_fused(fused, Target("c"), ctx, quiet, "default", forced={task.workload: config}), quiet)
 
 
 def _conv_module(shape, weight, strides, padding, dilation, groups, relu=False):
@@ -53,22 +65,37 @@ def test_every_tile_the_tuner_may_choose_computes_the_same_result():
     shape, w = (1, 8, 9, 9), rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
     x = rng.standard_normal(shape).astype(np.float32)
     mod = _conv_module(shape, w, (1, 1), (1, 1, 1, 1), (1, 1), 1)
-    with tune.collect() as seen:
-        expected = tessera.build(mod)(x)[0]
-    ((workload, choice),) = seen.items()
+    expected = tessera.build(mod)(x)[0]
+    (task,) = extract_tasks(mod, "c")
+    choice = task.choice
     assert len(choice.candidates) >= 8
+    sources = set()
     for config in choice.candidates:
-        with tune.forced({workload: config}):
-            np.testing.assert_allclose(tessera.build(mod)(x)[0], expected, rtol=1e-5, atol=1e-5, err_msg=str(config))
+        lib = _build_forcing(mod, config)
+        sources.add("\n".join(lib.c_sources.values()))
+        np.testing.assert_allclose(lib(x)[0], expected, rtol=1e-5, atol=1e-5, err_msg=str(config))
+    # the forced configurations really built other kernels (a loop order over a single channel block
+    # prints the same either way, so not every pair differs)
+    assert len(sources) >= len(choice.candidates) - 2
 
 
 def test_default_tiles_fit_the_image():
-    big = ConvGeometry((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), 64, 64)
-    small = ConvGeometry((1, 256, 3, 3), (1, 1), (1, 1), (1, 1), 256, 256)
-    depthwise = ConvGeometry((1, 32, 24, 24), (3, 3), (1, 1), (1, 1), 1, 1)
+    sched = ScheduleContext(Target("c -mcpu=cortex-m4"))  # no known vector width: TILE_WIDTH positions
+    big = ConvGeometry((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), 64, 64).scheduled(sched)
+    small = ConvGeometry((1, 256, 3, 3), (1, 1), (1, 1), (1, 1), 256, 256).scheduled(sched)
+    depthwise = ConvGeometry((1, 32, 24, 24), (3, 3), (1, 1), (1, 1), 1, 1).scheduled(sched)
     assert big.tile[:2] == (8, 32) and small.tile[:2] == (8, 16) and depthwise.tile[:2] == (1, 32)
     # the larger of input and weights is streamed once: positions outside for early layers
     assert big.positions_outer and not small.positions_outer
+
+
+def test_a_geometry_without_a_schedule_has_no_tile():
+    g = ConvGeometry((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), 64, 64)
+    assert g.tile is None
+    with pytest.raises(ValueError, match=r"not chosen yet: use ConvGeometry.scheduled\(sched\)"):
+        g.tile_width
+    fixed = ConvGeometry((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), 64, 64, tile=(1, 1, 0))
+    assert fixed.scheduled(ScheduleContext(Target("c"))) is fixed  # a given tile is kept
 
 
 def _lib_and_input():
@@ -133,12 +160,10 @@ def test_c_kernel_calls_run_as_one_segment():
     ("c -mcpu=cortex-m4", None, 32),
 ])
 def test_register_tiles_follow_the_targets_vector_width(target, lanes, width):
-    from tessera.target import Target
     from tessera.target.simd import float32_lanes
 
     assert float32_lanes(Target(target)) == lanes
-    with tune.lowering_for(Target(target)):
-        g = ConvGeometry((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), 64, 64)
+    g = ConvGeometry((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), 64, 64).scheduled(ScheduleContext(Target(target)))
     assert g.tile_width == width
 
 
@@ -161,30 +186,25 @@ def test_every_matmul_tile_the_tuner_may_choose_computes_the_same_result():
     b = rng.standard_normal((40, 64)).astype(np.float32)
     mod = relay.IRModule.from_expr(relay.Function((a,), matmul.matmul(a, relay.const(b))))
     x = rng.standard_normal((24, 40)).astype(np.float32)
-    with tune.collect() as seen:
-        expected = tessera.build(mod)(x)[0]
-    ((workload, choice),) = seen.items()
-    assert workload.op == "matmul" and choice.default == {"rows": 6, "cols": 16}
+    expected = tessera.build(mod)(x)[0]
+    (task,) = extract_tasks(mod, "c")
+    choice = task.choice
+    assert task.workload.op == "matmul" and choice.default == {"rows": 6, "cols": 16}
     assert {"rows": 8, "cols": 32} in choice.candidates and len(choice.candidates) == 15  # 5 row x 3 column counts
     np.testing.assert_allclose(expected, x @ b, rtol=1e-4, atol=1e-4)
     for config in choice.candidates:
-        with tune.forced({workload: config}):
-            np.testing.assert_allclose(tessera.build(mod)(x)[0], expected, rtol=1e-5, atol=1e-5, err_msg=str(config))
+        np.testing.assert_allclose(_build_forcing(mod, config)(x)[0], expected, rtol=1e-5, atol=1e-5,
+                                   err_msg=str(config))
 
 
 def test_a_log_steers_only_builds_for_the_target_it_was_measured_for():
-    from tessera.target import Target
-    from tessera.tune import Record, TuningLog
-
     shape = (1, 64, 56, 56)
-    with tune.lowering_for(Target("c")), tune.collect() as seen:
-        ConvGeometry(shape, (3, 3), (1, 1), (1, 1), 64, 64)
-    ((workload, choice),) = seen.items()
+    seen = []
+    ConvGeometry(shape, (3, 3), (1, 1), (1, 1), 64, 64).scheduled(ScheduleContext(Target("c"), collector=seen.append))
+    (choice,) = seen
     odd = {"channels": 4, "width": 16, "positions_outer": 0}
     assert odd in choice.candidates and odd != choice.default
-    log = TuningLog([Record(workload, odd, 1e-6, "c")])
-    with tessera.transform.PassContext(config={"tune.log": log}):
-        for target, expected in [("c", (4, 16, 0)), ("c -march=haswell", None), ("c -mcpu=cortex-m4", None)]:
-            with tune.lowering_for(Target(target)):
-                g = ConvGeometry(shape, (3, 3), (1, 1), (1, 1), 64, 64)
-            assert (g.tile == expected) if expected else (g.tile != (4, 16, 0)), target
+    log = TuningLog([Record(choice.workload, odd, 1e-6, "c")])
+    for target, expected in [("c", (4, 16, 0)), ("c -march=haswell", None), ("c -mcpu=cortex-m4", None)]:
+        g = ConvGeometry(shape, (3, 3), (1, 1), (1, 1), 64, 64).scheduled(ScheduleContext(Target(target), log))
+        assert (g.tile == expected) if expected else (g.tile != (4, 16, 0)), target

@@ -138,10 +138,12 @@ def test_indices_of_every_integer_dtype_are_checked(dtype: str):
 def test_index_check_costs_one_test_per_index_not_per_output_element():
     x = te.placeholder((100, 50), "float32", "x")
     idx = te.placeholder((3,), "int64", "idx")
+    from tessera.op.schedule_context import ScheduleContext
     from tessera.op.transform_gather import TakeAttrs, _take_compute
     from tessera.relay.ty import TensorType
+    from tessera.target import Target
 
-    out = _take_compute([x, idx], TakeAttrs(axis=0), TensorType((3, 50), "float32"))
+    out = _take_compute([x, idx], TakeAttrs(axis=0), TensorType((3, 50), "float32"), ScheduleContext(Target("c")))
     gen = CodeGenC()
     gen.add_function(te.lower("tsgen_test_take", [x, idx], [out]))
     c = gen.source()

@@ -1,9 +1,12 @@
-"""Schedule tuning: the knobs' precedence, the log, the tuner and `tessera tune`."""
+"""Schedule tuning: the schedule context's precedence, the log, the tuner and `tessera tune`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -14,55 +17,120 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tessera
 from tessera import relay
+from tessera.backend.lower_te import LowerTE
 from tessera.cli import main
 from tessera.errors import TesseraError
 from tessera.frontend import from_onnx
+from tessera.target import Target
 from tessera.transform import PassContext
-from tessera.tune import LOG_CONFIG_KEY, Record, TuningLog, Workload, choose, collect, extract_tasks, forced, tune
+from tessera.tune import (
+    LOG_CONFIG_KEY, Choice, Record, ScheduleContext, TuningLog, Workload, extract_tasks, tune,
+)
+
+from .test_relay_ir import _imported_packages
 
 CANDIDATES = [{"a": 1}, {"a": 2}, {"a": 4}]
 DEFAULT = {"a": 2}
 WORKLOAD = Workload.of("toy", {"n": 3})
+C = Target("c")
 
 
 def _log(*rows: tuple[dict[str, int], float]) -> TuningLog:
     return TuningLog([Record(WORKLOAD, config, seconds, "c") for config, seconds in rows])
 
 
-def _choose() -> dict[str, int]:
-    return choose("toy", {"n": 3}, CANDIDATES, DEFAULT)
+def _choose(sched: ScheduleContext) -> dict[str, int]:
+    return sched.choose("toy", {"n": 3}, CANDIDATES, DEFAULT)
 
 
-# ------------------------------------------------------------------ knobs and log (no C compiler)
+# ------------------------------------------------------------------ schedule context and log (no C compiler)
 
 
 def test_choose_answers_forced_then_log_then_default():
-    assert _choose() == DEFAULT
+    assert _choose(ScheduleContext(C)) == DEFAULT
     log = _log(({"a": 1}, 2e-3), ({"a": 4}, 1e-3), ({"a": 2}, 3e-3))
-    with PassContext(config={LOG_CONFIG_KEY: log}):
-        assert _choose() == {"a": 4}
-        with forced({WORKLOAD: {"a": 1}}):
-            assert _choose() == {"a": 1}
-        with forced({Workload.of("toy", {"n": 4}): {"a": 1}}):  # another workload: the log still answers
-            assert _choose() == {"a": 4}
-    assert _choose() == DEFAULT
+    assert _choose(ScheduleContext(C, log)) == {"a": 4}
+    assert _choose(ScheduleContext(C, log, forced={WORKLOAD: {"a": 1}})) == {"a": 1}
+    # another workload forced: the log still answers
+    assert _choose(ScheduleContext(C, log, forced={Workload.of("toy", {"n": 4}): {"a": 1}})) == {"a": 4}
+    assert _choose(ScheduleContext(C, None, forced={WORKLOAD: {"a": 1}})) == {"a": 1}
+
+
+def test_the_log_answers_only_for_the_target_it_was_measured_for():
+    log = _log(({"a": 4}, 1e-3))
+    assert _choose(ScheduleContext(Target("c -march=haswell"), log)) == DEFAULT
+    log.add(Record(WORKLOAD, {"a": 1}, 1e-2, ""))  # a record without a target matches any
+    assert _choose(ScheduleContext(Target("c -march=haswell"), log)) == {"a": 1}
 
 
 def test_log_entries_outside_the_candidates_are_ignored():
     faster_but_unknown = ({"a": 8}, 1e-6)
-    with PassContext(config={LOG_CONFIG_KEY: _log(faster_but_unknown, ({"a": 1}, 1e-3))}):
-        assert _choose() == {"a": 1}
-    with PassContext(config={LOG_CONFIG_KEY: _log(faster_but_unknown, ({"b": 2}, 1e-6))}):
-        assert _choose() == DEFAULT
+    assert _choose(ScheduleContext(C, _log(faster_but_unknown, ({"a": 1}, 1e-3)))) == {"a": 1}
+    assert _choose(ScheduleContext(C, _log(faster_but_unknown, ({"b": 2}, 1e-6)))) == DEFAULT
 
 
-def test_collect_reports_every_workload_once_with_its_candidates():
-    with collect() as seen:
-        _choose()
-        _choose()
-        choose("toy", {"n": 5}, CANDIDATES, DEFAULT)
-    assert list(seen) == [WORKLOAD, Workload.of("toy", {"n": 5})]
-    assert seen[WORKLOAD].candidates == tuple(CANDIDATES) and seen[WORKLOAD].default == DEFAULT
+def test_the_collector_hears_every_choice_with_its_candidates():
+    seen: list[Choice] = []
+    sched = ScheduleContext(C, forced={WORKLOAD: {"a": 4}}, collector=seen.append)
+    assert _choose(sched) == {"a": 4}  # forced choices are reported too
+    sched.choose("toy", {"n": 5}, CANDIDATES, DEFAULT)
+    assert [c.workload for c in seen] == [WORKLOAD, Workload.of("toy", {"n": 5})]
+    assert seen[0].candidates == tuple(CANDIDATES) and seen[0].default == DEFAULT
+
+
+def test_a_schedule_context_cannot_be_changed():
+    forced = {WORKLOAD: {"a": 1}}
+    sched = ScheduleContext(C, forced=forced)
+    forced[WORKLOAD]["a"] = 4  # the caller's dicts are copied
+    assert _choose(sched) == {"a": 1}
+    with pytest.raises(TypeError):
+        sched.forced[WORKLOAD] = {"a": 2}  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sched.target = Target("c -march=haswell")  # type: ignore[misc]
+
+
+def test_a_build_reads_the_log_from_its_pass_context_config(tmp_path):
+    log = _log(({"a": 4}, 1e-3))
+    assert _choose(ScheduleContext.for_build(C, {})) == DEFAULT
+    assert _choose(ScheduleContext.for_build(C, {LOG_CONFIG_KEY: log})) == {"a": 4}
+    path = tmp_path / "log.json"
+    log.save(path)
+    assert _choose(ScheduleContext.for_build(C, {LOG_CONFIG_KEY: str(path)})) == {"a": 4}
+    assert _choose(ScheduleContext.for_build(C, {LOG_CONFIG_KEY: path}, forced={WORKLOAD: {"a": 1}})) == {"a": 1}
+    with pytest.raises(TesseraError, match=r"config 'tune.log': got int, expected a TuningLog or the path of one"):
+        ScheduleContext.for_build(C, {LOG_CONFIG_KEY: 3})
+
+
+def test_lower_te_schedules_each_named_piece_for_its_own_target():
+    log = _log(({"a": 4}, 1e-3))
+    little, big = Target("c -mcpu=cortex-m0"), Target("c -mcpu=cortex-m7")
+    lower = LowerTE(C, pieces={"little": little, "big": big}, forced={WORKLOAD: {"a": 1}})
+    schedules = lower.schedules(PassContext(config={LOG_CONFIG_KEY: log}))
+    assert {k: s.target for k, s in schedules.items()} == {None: C, "little": little, "big": big}
+    assert all(s.log is log and s.forced == {WORKLOAD: {"a": 1}} for s in schedules.values())
+
+
+def test_operators_and_the_backend_do_not_import_the_tuner():
+    """The tuner sits above the backend: kernels learn their target and the log from LowerTE."""
+    src = Path(tessera.__file__).parent
+    assert "tune" not in _imported_packages(src / "op") | _imported_packages(src / "backend")
+    assert {"relay", "te", "target"} <= _imported_packages(src / "op")  # (the helper does see imports)
+
+
+def test_building_a_model_imports_no_tuner():
+    """Lowering gets its schedules from LowerTE, not from the tuner (which sits above the backend)."""
+    script = (
+        "import sys, numpy as np, tessera\n"
+        "from tessera import relay\n"
+        "from tessera.op.nn import conv\n"
+        "x = relay.Var('x', relay.TensorType((1, 4, 12, 12), 'float32'))\n"
+        "w = relay.const(np.ones((8, 4, 3, 3), np.float32))\n"
+        "y = conv.conv2d(x, w, strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))\n"
+        "tessera.build(relay.IRModule.from_expr(relay.Function((x,), y)), executor='aot')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tessera.tune')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_log_round_trip(tmp_path):

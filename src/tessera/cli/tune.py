@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import TesseraError
 from .common import parse_shapes, progress, runs_onnx_nodes
 from .flags import add_load_flag, non_empty, positive_int, positive_seconds, target_string
 from .paths import make_parent, readable_file, writable_file
@@ -38,9 +39,13 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..frontend import from_onnx
     from ..target import Target
+    from ..target.named import is_named_targets
     from ..tune import tune
     from ..tune.tuner import config_text
 
+    if is_named_targets(args.target):
+        raise TesseraError(f"-t {args.target!r}: tessera tune measures one target at a time, not named pieces; "
+                           "run it once per piece's target with the same -o (one log holds them all)")
     readable_file("model", args.model)
     out = writable_file("-o", args.output)
     if out.exists():  # an existing log is extended, so it is read first
