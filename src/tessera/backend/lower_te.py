@@ -136,6 +136,7 @@ class LowerTE(Pass):
             if func.attrs.compiler:
                 return None  # owned by an external code generator
             device = func.attrs.extra.get(DEVICE_ATTR)
+            assert device is None or isinstance(device, str)  # a piece name (PlanDevices)
             key = f"{device}\n{expr_str(func)}"  # the same kernel on two pieces is two kernels
             gv = kernels.get(key)
             if gv is None:

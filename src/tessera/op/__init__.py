@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (registration)
 )
 from .nn import conv, matmul, norm, pool, softmax  # noqa: F401
 from . import qnn  # noqa: F401
-from .registry import REGISTRY, Op, OpPattern, register_op
+from .registry import REGISTRY, Compute, Op, OpPattern, register_op
+from .schedule_context import ScheduleContext
 
-__all__ = ["REGISTRY", "Op", "OpPattern", "register_op"]
+__all__ = ["REGISTRY", "Compute", "Op", "OpPattern", "ScheduleContext", "register_op"]

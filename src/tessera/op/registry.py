@@ -14,7 +14,6 @@ from typing import Any, Optional, Union
 from .. import te
 from ..errors import TypeInferenceError
 from ..relay.op import REGISTRY, Op, OpPattern, OpRegistry, Reference, TypeRelation, Validate, attrs_as_dict
-from ..relay.ty import Type
 from .schedule_context import ScheduleContext
 
 __all__ = ["REGISTRY", "Compute", "Op", "OpPattern", "OpRegistry", "Reference", "TypeRelation", "Validate",
@@ -22,8 +21,9 @@ __all__ = ["REGISTRY", "Compute", "Op", "OpPattern", "OpRegistry", "Reference", 
 
 # An op's lowering to loops: (input tensors, attrs, output type, schedule context) -> its
 # output tensor(s). The context says which target the kernel is for and answers schedule
-# knobs (`sched.choose`); most computes ignore it.
-Compute = Callable[[list[te.Tensor], Any, Type, ScheduleContext], Union[te.Tensor, tuple[te.Tensor, ...]]]
+# knobs (`sched.choose`); most computes ignore it. Attrs and output type are each op's own
+# (a dataclass; a TensorType, or a TupleType for ops with several outputs), hence Any.
+Compute = Callable[[list[te.Tensor], Any, Any, ScheduleContext], Union[te.Tensor, tuple[te.Tensor, ...]]]
 
 
 def register_op(
