@@ -36,7 +36,7 @@ from .lower_te import LowerTE
 from .lift_workspace import LiftWorkspaces
 from .program import MemoryOptions, with_aliasing
 from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
-from .library import GraphExecutorLibrary
+from .library import GraphExecutorLibrary, compile_graph_library
 from ..runtime.module import CSourceModule
 
 Progress = Callable[[str], None]
@@ -243,10 +243,8 @@ def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     host_module.sources.append(SourceFile("graph_segments.c", add_segments(plan, kernels)))
     python_seconds = time.perf_counter() - lowered.started
     say(f"compiling {len(host_module.units())} C translation units")
-    lib = GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, lowered.externals,
-                                       lowered.owned_constants)
+    lib = compile_graph_library(plan, host_module, mod, python_seconds, lowered.externals, lowered.owned_constants)
     lib.partitioned_mod = lowered.partitioned
-    lib.graph_plan = plan  # steps, tensors and the memory plan, for reports
     return lib
 
 
