@@ -12,7 +12,7 @@ for user-facing look-ups (patterns, error messages).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Optional, Union
 
@@ -141,12 +141,3 @@ def attrs_as_dict(attrs: object) -> dict[str, object]:
     if attrs is None:
         return {}
     return {f.name: getattr(attrs, f.name) for f in fields(attrs)}
-
-
-def sequence_of_ints(values: Sequence[int] | int, n: int, what: str) -> tuple[int, ...]:
-    if isinstance(values, int):
-        return (values,) * n
-    values = tuple(int(v) for v in values)
-    if len(values) != n:
-        raise TypeInferenceError(f"{what} needs {n} values, got {len(values)}: {values}")
-    return values
