@@ -34,7 +34,7 @@ from ..transform.plan_devices import ExpandFunctionPins, PlanDevices
 from .graph_codegen import _GraphBuilder, add_segments
 from .lower_te import LowerTE
 from .lift_workspace import LiftWorkspaces
-from .program import MemoryOptions, with_aliasing
+from .program_memory import MemoryOptions, with_aliasing
 from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
 from .library import GraphExecutorLibrary, compile_graph_library
 from ..runtime.module import CSourceModule
