@@ -244,7 +244,7 @@ def test_function_pin_works_for_accelerators_too(digits):
 
 def test_memory_pools_can_be_reserved_for_a_piece(digits):
     from tessera.backend.memory_plan import PoolSpec
-    from tessera.backend.program import MemoryOptions
+    from tessera.backend.program_memory import MemoryOptions
 
     mod, params, x, ref = digits
     pools = MemoryOptions(pools=(PoolSpec("big_tcm", None, ("big",)), PoolSpec("shared")))

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 import tessera
 from tessera.backend.aot.runner import include_flags
 from tessera.backend.memory_plan import PoolSpec
-from tessera.backend.program import MemoryOptions
+from tessera.backend.program_memory import MemoryOptions
 from tessera.codegen.c_reserved import RESERVED_WORDS
 from tessera.codegen.c_source import CodeGenC
 from tessera.codegen.names import (MAX_IDENTIFIER, Namespace, assembler_string, comment_text, is_c_identifier,

@@ -68,7 +68,7 @@ def test_index_arithmetic_that_may_overflow_is_widened_even_into_a_small_buffer(
     src = Buffer("src", (32769,), "float32")
     out = Buffer("out", BIG, "float32")
     row = E.floordiv(E.add(E.mul(i, 32769), j), 65536)
-    body = S.For(i, E.IntImm(BIG[0]), S.For(j, E.IntImm(BIG[1]), S.BufferStore(out, src.load(row), (i, j))))
+    body = S.For(i, E.IntImm(BIG[0]), S.For(j, E.IntImm(BIG[1]), S.BufferStore(out, E.BufferLoad(src, (row,), src.dtype), (i, j))))
     text = _c(S.PrimFunc("tsgen_test_rows", (src, out), body, 1))
     assert "src[((int32_t)((((((int64_t)(i)) * INT64_C(32769)) + ((int64_t)(j))) / INT64_C(65536))))]" in text
 
@@ -113,7 +113,7 @@ def test_bounds_hold_every_value_the_operation_can_take(op):
 
 def test_bounds_of_reads_and_casts():
     buf = Buffer("b", (4,), "int64")
-    load = buf.load(0)
+    load = E.BufferLoad(buf, (E.IntImm(0),), buf.dtype)
     bounds = BoundsAnalysis({})
     assert bounds(load) == (-2**63, 2**63 - 1)
     assert bounds(E.cast(load, "int32")) == (-2**31, 2**31 - 1)  # wraps: anything an int32 holds

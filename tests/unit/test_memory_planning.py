@@ -19,7 +19,8 @@ from tessera.backend.build_module import lower_to_tir
 from tessera.backend.inplace import inplace_pairs, kernel_spans
 from tessera.backend.memory_plan import (BufferInfo, PoolOverflowError, PoolSpec, lower_bound, plan_memory,
                                          plan_pools)
-from tessera.backend.program import (POOLED, MemoryOptions, Role, extract_program, plan_program_memory)
+from tessera.backend.program import POOLED, Role, extract_program
+from tessera.backend.program_memory import MemoryOptions, plan_program_memory
 from tessera.backend.schedule import Graph, Node, best_order, depth_first, peak
 from tessera.cli import main as cli
 from tessera.errors import CompileError

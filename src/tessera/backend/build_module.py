@@ -35,9 +35,9 @@ from ..transform.plan_devices import ExpandFunctionPins, PlanDevices
 from .graph_codegen import _GraphBuilder, add_segments
 from .lower_te import LowerTE
 from .lift_workspace import LiftWorkspaces
-from .program import MemoryOptions, with_aliasing
+from .program_memory import MemoryOptions, with_aliasing
 from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
-from .library import GraphExecutorLibrary
+from .library import GraphExecutorLibrary, compile_graph_library
 from ..runtime.module import CSourceModule
 
 Progress = Callable[[str], None]
@@ -249,10 +249,8 @@ def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     host_module.sources.append(SourceFile("graph_segments.c", add_segments(plan, kernels)))
     python_seconds = time.perf_counter() - lowered.started
     say(f"compiling {len(host_module.units())} C translation units")
-    lib = GraphExecutorLibrary.compile(plan, host_module, mod, python_seconds, lowered.externals,
-                                       lowered.owned_constants)
+    lib = compile_graph_library(plan, host_module, mod, python_seconds, lowered.externals, lowered.owned_constants)
     lib.partitioned_mod = lowered.partitioned
-    lib.graph_plan = plan  # steps, tensors and the memory plan, for reports
     return lib
 
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..relay.module import IRModule
 from ..tir.stmt import PrimFunc
-from .program import MemoryOptions, Program, ProgramMemory, Role, Tensor, extract_program, plan_program_memory
+from .program import Program, Role, Tensor, extract_program
+from .program_memory import MemoryOptions, ProgramMemory, plan_program_memory
 
 GRAPH_FORMAT_VERSION = 2  # 2: a segment returns the failed call's status, its number through an out-parameter
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-import numpy as np
-
 from .. import te
 from ..errors import CompileError
 from ..op.registry import Op
@@ -157,7 +155,3 @@ class LowerTE(Pass):
         lowered = rewrite(main, visit, into_functions=False)
         new_mod = new_mod.with_function(main_gv, lowered)  # type: ignore[arg-type]
         return new_mod.with_function(main_gv, infer_expr(new_mod.main, new_mod))  # type: ignore[arg-type]
-
-
-def constant_nbytes(c: Constant) -> int:
-    return int(np.asarray(c.data).nbytes)

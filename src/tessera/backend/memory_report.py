@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from .program import ProgramMemory
+from .program_memory import ProgramMemory
 
 WIDTH, PANEL, MARGIN = 960, 320, 56
 TENSOR, SCRATCH, EDGE = "#6baed6", "#fdd0a2", "#31597a"

@@ -65,7 +65,7 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str
                  dump_ir: bool = False, executor: str = "graph", mod_name: str = "default",
                  tuning_log: str | None = None):
     """Import and build an ONNX file the way every subcommand does (with a tuning log's schedules, if given)."""
-    import tessera
+    from ..backend.build_module import build
     from ..frontend import from_onnx
     from ..target.named import is_named_targets, parse_named_targets
     from ..transform import PassContext, PrintIRInstrument
@@ -83,7 +83,7 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str
     mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(tgt))
     instruments = [PrintIRInstrument(["FuseOps", "LowerTE"], sys.stderr)] if dump_ir else []
     with PassContext(opt_level=opt_level, config=config, instruments=instruments) as ctx:
-        lib = tessera.build(mod, target=tgt, params=params, ctx=ctx, progress=say, executor=executor,
+        lib = build(mod, target=tgt, params=params, ctx=ctx, progress=say, executor=executor,
                             mod_name=mod_name)
     if executor == "aot":
         source = Path(path).read_bytes()

@@ -18,8 +18,9 @@ from ..errors import CompileError
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
-from ..tir.functor import substitute, walk_expr
 from ..tir.index_width import widen_indices
+from ..tir.int8_dot import use_int8_dot
+from ..tir.layout import flat_index
 from .c_helpers import helper_name, helper_source
 from .c_reserved import RESERVED_WORDS
 from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
@@ -88,7 +89,8 @@ class CodeGenC:
 
     # ------------------------------------------------------------ public API
     def add_function(self, func: S.PrimFunc) -> None:
-        _FunctionWriter(self, widen_indices(func)).write()
+        # int8 dot loops become one call just before writing, after memory planning (see int8_dot)
+        _FunctionWriter(self, use_int8_dot(widen_indices(func))).write()
         self._exported.append(func.name)
 
     @property
@@ -211,8 +213,6 @@ class _FunctionWriter:
         handler(self, s)
 
     def _for(self, s: S.For) -> None:
-        if self._dot_product(s):
-            return
         var = self.ns.name_of(s.loop_var, s.loop_var.name)
         c = dt.c_type(s.loop_var.dtype)
         self.nonneg.add(id(s.loop_var))
@@ -234,33 +234,6 @@ class _FunctionWriter:
         self._parallel_depth -= parallel
         self.indent -= 1
         self.emit("}")
-
-    def _dot_product(self, s: S.For) -> bool:
-        """`acc += (int32)a[i + k] * (int32)b[j + k]` over int8 runs -> one `ts_dot_int8` call."""
-        store = s.body
-        if not isinstance(store, S.BufferStore) or id(store.buffer.root) not in self.scalars:
-            return False
-        if s.loop_var.dtype != "int32":
-            return False  # the helper counts its run in an int32
-        v = store.value
-        if not (isinstance(v, E.BinaryOp) and v.op is E.BinOp.ADD and v.dtype == "int32"
-                and isinstance(v.a, E.BufferLoad) and v.a.buffer is store.buffer
-                and isinstance(v.b, E.BinaryOp) and v.b.op is E.BinOp.MUL):
-            return False
-        loads = []
-        for operand in (v.b.a, v.b.b):
-            if not (isinstance(operand, E.Cast) and isinstance(operand.value, E.BufferLoad)
-                    and operand.value.dtype == "int8" and id(operand.value.buffer.root) not in self.scalars):
-                return False
-            flat = self.flat_index(operand.value.buffer, operand.value.indices)
-            if _linear_coefficient(flat, s.loop_var) != 1:
-                return False
-            loads.append((operand.value.buffer, substitute(flat, {s.loop_var: E.IntImm(0)})))
-        helper = self.gen.declare_helper("dot", "int8")
-        ptrs = [f"&{self.ns.name_of(b.root, b.root.name)}[{self.expr(start)}]" for b, start in loads]
-        acc = self.lvalue(store.buffer, store.indices)
-        self.emit(f"{acc} = {helper}({ptrs[0]}, {ptrs[1]}, {self.expr(s.extent)}, {acc});")
-        return True
 
     def _seq(self, s: S.SeqStmt) -> None:
         for x in s.stmts:
@@ -331,25 +304,11 @@ class _FunctionWriter:
         name = self.ns.name_of(buf.root, buf.root.name)
         if id(buf.root) in self.scalars:
             return name
-        index = self.expr(self.flat_index(buf, tuple(indices)))
+        index = self.expr(flat_index(buf, tuple(indices)))
         if buf.dtype != buf.root.dtype or buf.total_byte_offset:
             # a typed region of a byte pool (the AOT executor copying a weight to an output)
             return f"{self._buffer_ptr(E.BufferPtr(buf, E.IntImm(0)))}[{index}]"
         return f"{name}[{index}]"
-
-    @staticmethod
-    def flat_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
-        """The element offset of `indices`; int64 only for buffers past 2**31 elements (see index_width)."""
-        if len(indices) != len(buf.shape):
-            raise CompileError(
-                f"buffer {buf.name} has {len(buf.shape)} dims, accessed with {len(indices)} indices"
-            )
-        # for an access inside the buffer, every partial sum of the row-major offset is below its size
-        dtype = "int32" if buf.size - 1 <= dt.max_value("int32") else "int64"
-        flat: E.PrimExpr = E.IntImm(0, dtype)
-        for extent, index in zip(buf.shape, indices):
-            flat = E.add(E.mul(flat, E.IntImm(extent, dtype)), E.cast(index, dtype))
-        return flat
 
     def expr(self, e: E.PrimExpr) -> str:
         handler = _EXPR_HANDLERS.get(type(e))
@@ -438,6 +397,8 @@ class _FunctionWriter:
         raise CompileError(f"C codegen: unsupported operator {op}")
 
     def _call(self, e: E.Call) -> str:
+        if e.func is E.Intrinsic.DOT_INT8:
+            return self._dot_int8(e)
         args = [self.expr(a) for a in e.args]
         if isinstance(e.func, str):
             return self.gen.emit_extern_call(e.func, args, e)
@@ -450,26 +411,19 @@ class _FunctionWriter:
             return f"{self.gen.declare_helper('iabs', d)}({args[0]})"
         raise CompileError(f"C codegen: unsupported intrinsic {e.func}")
 
+    def _dot_int8(self, e: E.Call) -> str:
+        """`ts_dot_int8(&a[i], &b[j], n, acc)`: the helper picks DSP or MVE instructions where the core has them."""
+        helper = self.gen.declare_helper("dot", "int8")  # declared before any helper its arguments use
+        a, b, n, acc = e.args
+        runs = [self._element_address(p) for p in (a, b)]
+        acc_text = self.expr(acc)
+        return f"{helper}({runs[0]}, {runs[1]}, {self.expr(n)}, {acc_text})"
 
-def _linear_coefficient(e: E.PrimExpr, var: E.Var) -> int | None:
-    """c when `e` is `c * var + (terms without var)`, None when it is not affine in `var`."""
-    if e is var:
-        return 1
-    if not any(n is var for n in walk_expr(e)):
-        return 0
-    if isinstance(e, E.Cast) and not dt.is_float(e.dtype):
-        return _linear_coefficient(e.value, var)
-    if isinstance(e, E.BinaryOp) and e.op in (E.BinOp.ADD, E.BinOp.SUB):
-        a, b = _linear_coefficient(e.a, var), _linear_coefficient(e.b, var)
-        if a is None or b is None:
-            return None
-        return a + b if e.op is E.BinOp.ADD else a - b
-    if isinstance(e, E.BinaryOp) and e.op is E.BinOp.MUL:
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(y, E.IntImm):
-                c = _linear_coefficient(x, var)
-                return None if c is None else c * y.value
-    return None
+    def _element_address(self, p: E.PrimExpr) -> str:
+        if not isinstance(p, E.BufferPtr):
+            raise CompileError(f"C codegen: dot_int8 takes buffer pointers, got {type(p).__name__}")
+        root = p.buffer.root
+        return f"&{self.ns.name_of(root, root.name)}[{self.expr(p.offset)}]"
 
 
 def _balanced(text: str) -> bool:

@@ -8,16 +8,15 @@ own operators at import (see `tessera.op`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Optional, Union
 
 from .. import te
-from ..errors import TypeInferenceError
 from ..relay.op import REGISTRY, Op, OpPattern, OpRegistry, Reference, TypeRelation, Validate, attrs_as_dict
 from .schedule_context import ScheduleContext
 
 __all__ = ["REGISTRY", "Compute", "Op", "OpPattern", "OpRegistry", "Reference", "TypeRelation", "Validate",
-           "attrs_as_dict", "register_op", "sequence_of_ints"]
+           "attrs_as_dict", "register_op"]
 
 # An op's lowering to loops: (input tensors, attrs, output type, schedule context) -> its
 # output tensor(s). The context says which target the kernel is for and answers schedule
@@ -42,12 +41,3 @@ def register_op(
     return REGISTRY.register(
         Op(name, type_rel, reference, pattern, compute, attrs, num_inputs, doc, foldable, validate)
     )
-
-
-def sequence_of_ints(values: Sequence[int] | int, n: int, what: str) -> tuple[int, ...]:
-    if isinstance(values, int):
-        return (values,) * n
-    values = tuple(int(v) for v in values)
-    if len(values) != n:
-        raise TypeInferenceError(f"{what} needs {n} values, got {len(values)}: {values}")
-    return values

@@ -120,10 +120,6 @@ class Function(Expr):
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
 
-    @property
-    def is_primitive(self) -> bool:
-        return self.attrs.primitive
-
 
 CallTarget = Union[Op, Function, GlobalVar]
 

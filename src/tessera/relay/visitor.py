@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, children
+from .expr import Call, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, children
 
 
 def post_order(root: Expr, into_functions: bool = True,
@@ -116,10 +116,3 @@ def free_vars(root: Expr) -> list[Var]:
             seen.add(id(node))
             result.append(node)
     return result
-
-
-def strip_types(e: Expr) -> Expr:
-    """A copy without checked types (Vars keep their annotations)."""
-    if isinstance(e, (Var, Constant)):
-        return e
-    return replace(e, checked_type_=None)  # type: ignore[type-var]

@@ -1,58 +1,28 @@
-"""Export a graph-executor library as one self-contained shared object, and load it back.
+"""Export a graph-executor library as one self-contained shared object.
 
 The graph JSON and the parameters are embedded with `.incbin` (no giant C
 literals for gcc to parse) and reached through exported accessors, so
-`load_module(path)` needs nothing but the file. The blobs travel with their
-translation unit as assets under fixed names (`SourceFile.assets`): no
-temporary path reaches the object, and exporting one model twice gives
-byte-identical files.
-
-Layers of the file, each checked on load before the next is trusted:
-1. a checksum trailer over the whole linked object (`library_file`),
-   checked before the dynamic loader sees the file;
-2. `tessera_payload_sha256()`, the digest of the three embedded blobs,
-   checked on the bytes the accessors return;
-3. the graph JSON and the parameter blobs, each parsed defensively.
-Every failure is an `ArtifactError` naming the file. The checked bytes are
-loaded from a private copy, so replacing or truncating the file later
-cannot crash (SIGBUS) or alter a process that has it loaded.
+`load_module(path)` (`load.py`) needs nothing but the file. The blobs travel
+with their translation unit as assets under fixed names
+(`SourceFile.assets`): no temporary path reaches the object, and exporting
+one model twice gives byte-identical files. The whole object is then sealed
+with a checksum trailer (`library_file`).
 """
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import re
-import struct
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ArtifactError, RuntimeExecutionError, TesseraError
+from ..errors import RuntimeExecutionError
 from ..target.toolchain import SourceFile
 from ..util.atomic import atomic_writer
-from .graph_json import check_params, parse_graph_json
-from .library_file import check_library_bytes, seal_library
-from .module import SharedLibrary
-from .params_blob import load_params, save_params
-
-if TYPE_CHECKING:
-    from ..backend.library import GraphExecutorLibrary
-    from .external import ExternalModule
-
-_BLOBS = ("graph_json", "params", "external")
-_EXTERNAL_KEY = re.compile(r"module/(\d+)/(.+)|const/([^/]+)/(.+)", re.DOTALL)
-
-
-def payload_digest(blobs: dict[str, bytes]) -> str:
-    """SHA-256 over the embedded blobs, each framed by its name and length."""
-    h = hashlib.sha256()
-    for name in _BLOBS:
-        h.update(name.encode() + b"\0" + struct.pack("<Q", len(blobs[name])))
-        h.update(blobs[name])
-    return h.hexdigest()
+from .external import provider_of
+from .graph_library import GraphExecutorLibrary
+from .library_file import seal_library
+from .params_blob import save_params
+from .payload import BLOBS, payload_digest
 
 
 def _metadata_source(digest: str) -> str:
@@ -63,7 +33,7 @@ def _metadata_source(digest: str) -> str:
         '#define TS_EXPORT __attribute__((visibility("default")))',
         "",
     ]
-    for name in _BLOBS:
+    for name in BLOBS:
         sym = f"tessera_blob_{name}"
         lines += [
             "__asm__(",
@@ -84,7 +54,7 @@ def _metadata_source(digest: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def export_shared_library(lib: "GraphExecutorLibrary", path: Path) -> Path:
+def export_shared_library(lib: GraphExecutorLibrary, path: Path) -> Path:
     """Link `lib` with its graph and parameters into `path`, sealed and written atomically."""
     if lib.module is None:
         raise RuntimeExecutionError("this library was loaded from a file; export the original instead")
@@ -92,129 +62,23 @@ def export_shared_library(lib: "GraphExecutorLibrary", path: Path) -> Path:
              "external": save_params(_pack_external(lib))}
     # not cacheable: the weights would fill the object cache, one copy per model and weight set
     meta = SourceFile("tessera_metadata.c", _metadata_source(payload_digest(blobs)), cacheable=False,
-                      assets=tuple((f"{name}.bin", blobs[name]) for name in _BLOBS))
+                      assets=tuple((f"{name}.bin", blobs[name]) for name in BLOBS))
     with atomic_writer(path) as staged:
         lib.module.build(staged, extra=[meta])
         seal_library(staged)
     return path
 
 
-def _pack_external(lib: "GraphExecutorLibrary") -> dict[str, np.ndarray]:
-    """External modules and the constants they own, as named byte arrays.
+def _pack_external(lib: GraphExecutorLibrary) -> dict[str, np.ndarray]:
+    """External modules, the modules that define them, and the constants they own, as named byte arrays.
 
     Each owned constant is stored once, under its module's symbol.
     """
     packed: dict[str, np.ndarray] = {}
     for k, module in enumerate(lib.external_modules):
         packed[f"module/{k}/{module.type_key}"] = np.frombuffer(module.save(), dtype=np.uint8)
+        packed[f"provider/{module.type_key}"] = np.frombuffer(provider_of(module).encode(), dtype=np.uint8)
     for symbol, constants in lib.external_constants.items():
         for name, value in constants.items():
             packed[f"const/{symbol}/{name}"] = np.asarray(value)
     return packed
-
-
-def _unpack_external(packed: dict[str, np.ndarray], path: Path
-                     ) -> tuple[list["ExternalModule"], dict[str, dict[str, np.ndarray]]]:
-    from .external import load_external
-
-    saved: list[tuple[int, str, bytes]] = []
-    constants: dict[str, dict[str, np.ndarray]] = {}
-    for key, value in packed.items():
-        match = _EXTERNAL_KEY.fullmatch(key)
-        if match is None:
-            raise ArtifactError(f"{path} (external modules): unexpected entry {key[:60]!r}, expected "
-                                "'module/<index>/<type>' or 'const/<symbol>/<name>'")
-        index, type_key, symbol, name = match.groups()
-        if index is not None:
-            saved.append((int(index), type_key, value.tobytes()))
-        else:
-            constants.setdefault(symbol, {})[name] = value
-    modules = []
-    for _, type_key, data in sorted(saved):
-        try:
-            modules.append(load_external(type_key, data))
-        except TesseraError:
-            raise
-        except Exception as exc:  # a module's own loader: any failure means its saved bytes are damaged
-            raise ArtifactError(f"{path}: the saved {type_key!r} module cannot be read back "
-                                f"({type(exc).__name__}: {exc})") from None
-    for module in modules:
-        for symbol in module.function_names():
-            if symbol in constants:
-                module.bind_constants(constants[symbol])
-    return modules, constants
-
-
-def _read_blob(so: SharedLibrary, name: str, path: Path) -> bytes:
-    if not (so.has_symbol(f"tessera_{name}_data") and so.has_symbol(f"tessera_{name}_size")):
-        raise ArtifactError(f"{path} is not a library exported by tessera (it has no {name})")
-    data, size = so.kernel(f"tessera_{name}_data"), so.kernel(f"tessera_{name}_size")
-    data.restype = ctypes.c_void_p
-    size.restype = ctypes.c_uint64
-    return ctypes.string_at(data(), size())
-
-
-def _check_payload(so: SharedLibrary, blobs: dict[str, bytes], path: Path) -> None:
-    if not so.has_symbol("tessera_payload_sha256"):
-        raise ArtifactError(f"{path} has no payload checksum: exported by an older tessera; export it again")
-    stored = so.kernel("tessera_payload_sha256")
-    stored.restype = ctypes.c_char_p
-    expected = (stored() or b"").decode("ascii", "replace")
-    if payload_digest(blobs) != expected:
-        raise ArtifactError(f"{path}: the embedded graph and parameters do not match their checksum "
-                            f"({payload_digest(blobs)[:16]}... vs {expected[:16]}...): the library is damaged")
-
-
-def _read_file(path: Path) -> bytes:
-    if path.is_dir():
-        raise ArtifactError(f"{path} is a folder, expected a library file (.so) written by export_library")
-    if not path.is_file():
-        raise ArtifactError(f"no such library: {path}")
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ArtifactError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _load_private_copy(payload: memoryview, path: Path) -> SharedLibrary:
-    """dlopen exactly the checked bytes: a private copy, removed once mapped.
-
-    The dynamic loader would also return an older library already loaded
-    under the same path; a fresh name avoids that too.
-    """
-    with tempfile.TemporaryDirectory(prefix="tessera-load-") as tmp:
-        copy = Path(tmp) / "library.so"
-        copy.write_bytes(payload)
-        try:
-            so = SharedLibrary(copy)
-        except OSError as exc:
-            raise ArtifactError(f"{path}: the dynamic loader refused it: {exc}") from None
-    so.path = path  # messages name the user's file
-    return so
-
-
-def _check_functions(graph: dict, so: SharedLibrary, modules: list["ExternalModule"], path: Path) -> None:
-    external = {name for m in modules for name in m.function_names()}
-    wanted = [n["func"] for n in graph["nodes"] if n["op"] == "kernel"] + [s["func"] for s in graph.get("segments", [])]
-    missing = sorted({f for f in wanted if f not in external and not so.has_symbol(f)})
-    if missing:
-        raise ArtifactError(f"{path}: the graph calls {', '.join(missing[:5])}, which the library does not define")
-
-
-def load_module(path: str | Path) -> "GraphExecutorLibrary":
-    """Load a library written by `export_library`, checking every layer of the file first."""
-    from ..backend.library import GraphExecutorLibrary
-
-    path = Path(path)
-    payload = check_library_bytes(_read_file(path), path)
-    so = _load_private_copy(payload, path)
-    blobs = {name: _read_blob(so, name, path) for name in _BLOBS}
-    _check_payload(so, blobs, path)
-    graph = parse_graph_json(blobs["graph_json"], f"{path} (graph JSON)")
-    params = load_params(blobs["params"], f"{path} (parameters)")
-    check_params(graph, params, f"{path} (graph JSON)")
-    modules, constants = _unpack_external(load_params(blobs["external"], f"{path} (external modules)"), path)
-    _check_functions(graph, so, modules, path)
-    names = [graph["nodes"][n]["name"] for n in graph["inputs"]]
-    return GraphExecutorLibrary(blobs["graph_json"].decode(), params, None, so,  # type: ignore[arg-type]
-                                input_names=names, external_modules=modules, external_constants=constants)

@@ -8,11 +8,14 @@ are stored once, next to the module, and handed back with
 `bind_constants` when a library is loaded.
 
 Subclasses register a loader by `type_key` so an exported library can
-rebuild them: `register_external_module(MyModule)`.
+rebuild them: `register_external_module(MyModule)`. An exported library
+also names the Python module that defines each type (`provider`), so a
+fresh process that only loads the library imports that module itself.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
@@ -58,7 +61,21 @@ def register_external_module(cls: type[ExternalModule]) -> type[ExternalModule]:
     return cls
 
 
-def load_external(type_key: str, data: bytes) -> ExternalModule:
+def provider_of(module: ExternalModule) -> str:
+    """The Python module whose import registers `module`'s loader."""
+    return type(module).__module__
+
+
+def load_external(type_key: str, data: bytes, provider: str | None = None) -> ExternalModule:
+    if type_key not in _LOADERS and provider is not None:
+        # the library was written with this module loaded; the .so itself is already trusted code
+        try:
+            importlib.import_module(provider)
+        except ImportError as exc:
+            raise RuntimeExecutionError(
+                f"library holds an external module of type {type_key!r}, defined in {provider!r}, which "
+                f"cannot be imported here ({exc}); install the package that provides it"
+            ) from None
     if type_key not in _LOADERS:
         raise RuntimeExecutionError(
             f"library holds an external module of type {type_key!r}, but no loader is registered for it "

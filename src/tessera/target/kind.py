@@ -196,6 +196,8 @@ class TargetKindRegistry:
     def add(self, kind: TargetKind) -> TargetKind:
         """Register `kind`. The same registration run again (a module re-imported, as a
         notebook does) replaces the old entry; another kind under a taken name is an error."""
+        if not kind.origin.built_in:
+            _load_builtins()  # so a name tessera's own kinds take clashes here, not at a later look-up
         old = self._kinds.get(kind.name)
         if old is not None and old.origin.site != kind.origin.site:
             raise TargetError(
@@ -206,6 +208,7 @@ class TargetKindRegistry:
         return kind
 
     def get(self, name: str) -> TargetKind:
+        _load_builtins()
         if name not in self._kinds:
             from .plugins import load_plugins
 
@@ -228,13 +231,23 @@ class TargetKindRegistry:
         del self._kinds[name]
 
     def __contains__(self, name: str) -> bool:
+        _load_builtins()
         return name in self._kinds
 
     def __iter__(self) -> Iterator[TargetKind]:
-        return iter(self._kinds.values())
+        _load_builtins()
+        return iter(list(self._kinds.values()))
 
     def names(self) -> list[str]:
+        _load_builtins()
         return list(self._kinds)
+
+
+def _load_builtins() -> None:
+    """tessera's kinds registered above this layer (`c`, `blas`, `onnxruntime`) load on first use."""
+    from .plugins import load_builtin_kinds
+
+    load_builtin_kinds()
 
 
 KINDS = TargetKindRegistry()

@@ -10,6 +10,12 @@ Entry points are loaded at two moments: when the `tessera` command starts,
 and when a kind or alias name is not found (so `Target("mykind")` works in
 a plain Python session). Each loads once per process; one that fails is a
 `TargetError` naming the distribution and the entry point.
+
+tessera's own kinds above the target layer (`c` next to its code generator,
+the library targets in `contrib`) are listed in `BUILTIN_MODULES` and
+imported the first time the kind or alias registry is read, so a plain
+`import tessera` stays light (the runtime only) and `Target("c")` still
+works right after it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,25 @@ from .kind import KINDS
 from .origin import loading_entry_point
 
 GROUP = "tessera.targets"
+
+# Named, not imported: these packages sit above `target` in the layering
+# (docs/architecture.md), and importing them pulls in the whole compiler.
+BUILTIN_MODULES = ("tessera.codegen.c_target", "tessera.contrib.blas", "tessera.contrib.onnxruntime")
+_builtins_loaded = False
+
+
+def load_builtin_kinds() -> None:
+    """Import the modules that register tessera's own kinds and aliases, once."""
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    _builtins_loaded = True  # first: their registrations read the registries again
+    try:
+        for name in BUILTIN_MODULES:
+            importlib.import_module(name)
+    except BaseException:
+        _builtins_loaded = False  # the next look-up reports the failure again instead of a missing kind
+        raise
 
 def _distribution(ep: EntryPoint) -> str:
     dist = ep.dist
@@ -45,7 +70,8 @@ def load_entry_point(ep: EntryPoint) -> None:
 
 
 def load_plugins() -> None:
-    """Load every `tessera.targets` entry point not loaded yet."""
+    """Load tessera's own kinds and every `tessera.targets` entry point not loaded yet."""
+    load_builtin_kinds()
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         key = (_distribution(ep), ep.name)
         if key in KINDS.loaded_entry_points:

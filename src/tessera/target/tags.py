@@ -28,6 +28,7 @@ class TagRegistry:
     def get(self, name: str):
         from .target import Target
 
+        _load_builtins()
         if name not in self._specs:
             raise TargetError(f"unknown target alias {name!r}; aliases: {format_choices(self._specs)}")
         return Target(self._specs[name])
@@ -37,13 +38,22 @@ class TagRegistry:
         self._docs.pop(name, None)
 
     def __contains__(self, name: str) -> bool:
+        _load_builtins()
         return name in self._specs
 
     def names(self) -> list[str]:
+        _load_builtins()
         return list(self._specs)
 
     def doc(self, name: str) -> str:
         return self._docs.get(name, "")
+
+
+def _load_builtins() -> None:
+    """tessera's own aliases (`blas`, `onnxruntime`) are registered by modules loaded on first use."""
+    from .plugins import load_builtin_kinds
+
+    load_builtin_kinds()
 
 
 TAGS = TagRegistry()

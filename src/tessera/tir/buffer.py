@@ -61,8 +61,3 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {list(self.shape)}, {self.dtype})"
-
-    def load(self, *indices: object) -> "BufferLoad":
-        from .expr import BufferLoad, as_expr
-
-        return BufferLoad(self, tuple(as_expr(i) for i in indices), self.dtype)

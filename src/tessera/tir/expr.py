@@ -205,6 +205,9 @@ class Intrinsic(enum.Enum):
     ISFINITE = "isfinite"
     SIGNBIT = "signbit"
     ABS = "abs"  # integer absolute value
+    # acc + sum of (int32)a[k] * (int32)b[k] for k < n; args (BufferPtr a, BufferPtr b, n, acc),
+    # int8 runs and an int32 accumulator (made by tir/int8_dot.py)
+    DOT_INT8 = "dot_int8"
 
 
 @dataclass(frozen=True, slots=True)

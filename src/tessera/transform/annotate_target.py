@@ -32,10 +32,6 @@ def supports(target: Target, call: Call) -> bool:
     return False
 
 
-def _pinned(call: Call) -> str | None:
-    return call.attrs.target if isinstance(call.op, Op) and call.op is on_target_op else None  # type: ignore[union-attr]
-
-
 class AnnotateTarget(FunctionPass):
     name = "AnnotateTarget"
     opt_level = 0

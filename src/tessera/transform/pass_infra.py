@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Optional, TextIO
 
@@ -150,14 +150,3 @@ class Sequential(Pass):
 
     def __repr__(self) -> str:
         return f"Sequential({', '.join(p.name for p in self.passes)})"
-
-
-def module_pass(name: str, opt_level: int = 0) -> Callable[[Callable[[IRModule, PassContext], IRModule]], Pass]:
-    """Decorator turning `fn(mod, ctx) -> mod` into a Pass instance."""
-
-    def wrap(fn: Callable[[IRModule, PassContext], IRModule]) -> Pass:
-        cls = type(name, (Pass,), {"name": name, "opt_level": opt_level,
-                                   "transform": lambda self, mod, ctx: fn(mod, ctx)})
-        return cls()
-
-    return wrap

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import __version__
+from ...util.version import __version__
 from ...crt import INCLUDE_DIR, source as crt_source
 from ...target.target import Target
 from ...target.toolchain import SourceFile, Toolchain

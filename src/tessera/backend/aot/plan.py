@@ -4,8 +4,8 @@ Every tensor of the program is one of: a model input, a model output, a
 parameter (constant, stored in the read-only params blob), an intermediate
 or a kernel's scratch (both placed in the memory pools by the planner). A
 step calls one kernel with its argument tensors: inputs, outputs, scratch.
-The steps, their order and the liveness come from `backend/program.py`,
-shared with the graph executor.
+The steps and their order come from `backend/program.py`, the liveness and
+placement from `backend/program_memory.py`, shared with the graph executor.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from ...tir.expr import IntImm
 from ...tir.stmt import Allocate, PrimFunc, Return, walk_stmts
 from ...tir.buffer import Scope
 from ..memory_plan import MemoryPlan, PoolPlan, align_up
-from ..program import (MemoryOptions, ProgramMemory, Role, Step, Tensor, extract_program,
-                       plan_program_memory)
+from ..program import Role, Step, Tensor, extract_program
+from ..program_memory import MemoryOptions, ProgramMemory, plan_program_memory
 
 PARAM_ALIGNMENT = 16
 __all__ = ["AotProgram", "Role", "Step", "Tensor", "build_program", "kernel_statuses", "kernel_workspace"]

@@ -44,7 +44,7 @@ class TesseraRep(BackendRep):
         return tuple(parts)
 
     def _compile(self, feeds: dict[str, np.ndarray]) -> tuple[Any, list[str]]:
-        import tessera
+        from ...backend.build_module import build
 
         for _ in range(len(self.input_names) + 1):
             constants = {n: feeds[n] for n in self._constant_names}
@@ -57,7 +57,7 @@ class TesseraRep(BackendRep):
                     raise
                 self._constant_names |= new
                 continue
-            lib = tessera.build(mod, params=params)
+            lib = build(mod, params=params)
             runtime_inputs = [n for n in self.input_names if n not in self._constant_names]
             return lib, runtime_inputs
         raise ConversionError("could not determine which inputs must be constant")

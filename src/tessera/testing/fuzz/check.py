@@ -83,11 +83,11 @@ def reference(case: Case) -> list[np.ndarray]:
 
 # ---------------------------------------------------------------- tessera
 def run_tessera(case: Case) -> list[np.ndarray]:
-    import tessera
+    from tessera.backend.build_module import build
     from tessera.frontend.onnx import from_onnx
 
     mod, params = from_onnx(case.model)
-    lib = tessera.build(mod, params=params, executor=case.executor)
+    lib = build(mod, params=params, executor=case.executor)
     outputs = lib.run_host(list(case.feeds.values())) if case.executor == "aot" else lib(*case.feeds.values())
     return [np.asarray(o) for o in outputs]
 
