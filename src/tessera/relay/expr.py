@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import Field, dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
 import numpy as np
 
@@ -27,6 +27,8 @@ class Expr:
 
     __slots__ = ()
     checked_type_: Optional[Type]
+    # Every concrete node is a dataclass; saying so lets `dataclasses.replace` take any Expr.
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     @property
     def checked_type(self) -> Type:
@@ -37,7 +39,7 @@ class Expr:
         return self.checked_type_
 
     def with_type(self, ty: Type) -> "Expr":
-        return replace(self, checked_type_=ty)  # type: ignore[type-var]
+        return replace(self, checked_type_=ty)
 
 
 _var_ids = itertools.count()
@@ -107,8 +109,8 @@ class FuncAttrs:
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
 
-    def with_(self, **changes: object) -> "FuncAttrs":
-        return replace(self, **changes)  # type: ignore[arg-type]
+    def with_(self, **changes: Any) -> "FuncAttrs":
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True, eq=False, slots=True)

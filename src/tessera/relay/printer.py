@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
-from .ty import Type
+from .ty import FuncType, Type
 from .visitor import post_order
 
 
@@ -67,7 +67,10 @@ class _Printer:
         return ", ".join(parts)
 
     def function(self, f: Function, head: str, indent: str) -> list[str]:
-        ret = f" -> {f.ret_type or f.checked_type_.ret_type}" if (f.ret_type or f.checked_type_) else ""
+        ret_type = f.ret_type
+        if ret_type is None and isinstance(f.checked_type_, FuncType):
+            ret_type = f.checked_type_.ret_type
+        ret = f" -> {ret_type}" if ret_type is not None else ""
         attrs = self.func_attrs(f)
         lines = [f"{head}({self.param_list(f)}){ret}{attrs} {{"]
         body_lines, result = self.body(f.body, indent + "  ")

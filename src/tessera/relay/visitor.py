@@ -49,17 +49,20 @@ def rebuild(node: Expr, kids: tuple[Expr, ...]) -> Expr:
         return node
     if isinstance(node, Call):
         if isinstance(node.op, (Function, GlobalVar)):
-            return Call(kids[0], kids[1:], node.attrs)
+            callee = kids[0]
+            if not isinstance(callee, (Function, GlobalVar)):
+                raise TypeError(f"a called function must stay a Function or GlobalVar, got {type(callee).__name__}")
+            return Call(callee, kids[1:], node.attrs)
         return Call(node.op, kids, node.attrs)
     if isinstance(node, Tuple):
         return Tuple(kids)
     if isinstance(node, TupleGetItem):
         return TupleGetItem(kids[0], node.index)
     if isinstance(node, Function):
-        params = kids[:-1]
-        if not all(isinstance(p, Var) for p in params):
+        params = tuple(p for p in kids[:-1] if isinstance(p, Var))
+        if len(params) != len(kids) - 1:
             raise TypeError("function parameters must stay variables")
-        return Function(params, kids[-1], node.ret_type, node.attrs)  # type: ignore[arg-type]
+        return Function(params, kids[-1], node.ret_type, node.attrs)
     if isinstance(node, Let):
         assert isinstance(kids[0], Var)
         return Let(kids[0], kids[1], kids[2])
@@ -122,4 +125,4 @@ def strip_types(e: Expr) -> Expr:
     """A copy without checked types (Vars keep their annotations)."""
     if isinstance(e, (Var, Constant)):
         return e
-    return replace(e, checked_type_=None)  # type: ignore[type-var]
+    return replace(e, checked_type_=None)

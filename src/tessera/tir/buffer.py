@@ -5,8 +5,12 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import dtype as dt
+
+if TYPE_CHECKING:
+    from .expr import BufferLoad, ExprLike
 
 
 class Scope(enum.Enum):
@@ -62,7 +66,7 @@ class Buffer:
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {list(self.shape)}, {self.dtype})"
 
-    def load(self, *indices: object) -> "BufferLoad":
+    def load(self, *indices: ExprLike) -> BufferLoad:
         from .expr import BufferLoad, as_expr
 
         return BufferLoad(self, tuple(as_expr(i) for i in indices), self.dtype)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeGuard, Union
 
 from .. import dtype as dt
 
@@ -244,7 +245,7 @@ def as_expr(value: ExprLike, like: PrimExpr | None = None) -> PrimExpr:
     return FloatImm(float(value), "float32")
 
 
-def is_const(e: PrimExpr, value: float | None = None) -> bool:
+def is_const(e: PrimExpr, value: float | None = None) -> TypeGuard[IntImm | FloatImm]:
     if not isinstance(e, (IntImm, FloatImm)):
         return False
     return value is None or e.value == value
@@ -252,6 +253,7 @@ def is_const(e: PrimExpr, value: float | None = None) -> bool:
 
 def _fold(op: BinOp, a: IntImm | FloatImm, b: IntImm | FloatImm, dtype: str) -> PrimExpr | None:
     x, y = a.value, b.value
+    table: dict[BinOp, Callable[[], int | float | None]]  # None: do not fold (division by zero)
     if dt.is_float(a.dtype):
         table = {
             BinOp.ADD: lambda: x + y, BinOp.SUB: lambda: x - y, BinOp.MUL: lambda: x * y,
