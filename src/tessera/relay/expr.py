@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, TypeVar, Union
 
 import numpy as np
 
@@ -130,6 +130,7 @@ class Function(Expr):
 
 
 CallTarget = Union["Op", Function, GlobalVar]
+AttrsT = TypeVar("AttrsT")
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -141,6 +142,13 @@ class Call(Expr):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
+
+    def attrs_as(self, kind: type[AttrsT]) -> AttrsT:
+        """`attrs`, checked to be the op's attribute class `kind`."""
+        if not isinstance(self.attrs, kind):
+            callee = getattr(self.op, "name", type(self.op).__name__)
+            raise TypeError(f"a call of {callee} has attributes {self.attrs!r}, expected {kind.__name__}")
+        return self.attrs
 
 
 @dataclass(frozen=True, eq=False, slots=True)
