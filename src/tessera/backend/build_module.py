@@ -78,7 +78,7 @@ def named_config(target: TargetLike | CompilationConfig | None) -> CompilationCo
     """The named pieces when `target` describes several ("name: target; ..."), else None."""
     if not is_named_targets(target):
         return None
-    config = parse_named_targets(target)  # type: ignore[arg-type]
+    config = parse_named_targets(target)
     for name, piece in config.pieces.items():
         if name != config.host_name and piece.accelerators:
             raise TesseraError(f"piece {name!r} ({piece}) has accelerators; only the host piece "
@@ -209,7 +209,7 @@ def build(
     say = progress or (lambda msg: None)
     ctx = ctx or PassContext.current()
     config = named_config(target)
-    target = config.host if config is not None else as_target(target)  # type: ignore[arg-type]
+    target = config.host if config is not None else as_target(target)
     check_mod_name(mod_name)
     if executor not in EXECUTORS:
         raise TesseraError(f"unknown executor {executor!r}{did_you_mean(executor, EXECUTORS)}; valid: {', '.join(EXECUTORS)}")
@@ -298,8 +298,9 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
         return [SourceFile(f"tsgen_{mod_name}_{s.name}" if not s.name.startswith("tsgen_") else s.name, s.text)
                 for s in files]
 
-    piece_code = {name: PieceCode(name, lowered.config[name], m.toolchain, prefixed(_model_sources(m)))  # type: ignore[index]
-                  for name, m in pieces.items()}
+    config = lowered.config  # named pieces other than the host exist only in a named compilation
+    piece_code = {name: PieceCode(name, config[name], m.toolchain, prefixed(_model_sources(m)))
+                  for name, m in pieces.items()} if config is not None else {}
     return AotLibrary(program, lowered.target, toolchain, prefixed(sources), module_str(lowered.partitioned),
                       time.perf_counter() - lowered.started, partitioned_mod=lowered.partitioned,
                       link_flags=link_flags or list(toolchain.link_flags), pieces=piece_code,

@@ -6,7 +6,7 @@ so traversals here use an explicit stack.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, children
@@ -93,7 +93,7 @@ def rewrite(root: Expr, fn: Rewriter, into_functions: bool = True,
     return memo[id(root)]
 
 
-def substitute(root: Expr, mapping: dict[int, Expr]) -> Expr:
+def substitute(root: Expr, mapping: Mapping[int, Expr]) -> Expr:
     """Replace nodes by identity (`id(node) -> replacement`)."""
     return rewrite(root, lambda old, new: mapping.get(id(old)))
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeGuard, Union
 
 from .. import dtype as dt
@@ -437,7 +437,7 @@ def cast(value: ExprLike, dtype: str) -> PrimExpr:
     return Cast(value, dtype)
 
 
-def call(func: Intrinsic | str, args: tuple[PrimExpr, ...] | list[PrimExpr], dtype: str) -> PrimExpr:
+def call(func: Intrinsic | str, args: Sequence[PrimExpr], dtype: str) -> PrimExpr:
     return Call(func, tuple(args), dtype)
 
 

@@ -22,7 +22,7 @@ from .interface import header_name
 HEX_PER_LINE = 64  # bytes of output per line
 
 
-def _literal(value: object, dtype: str) -> str:
+def _literal(value: np.generic, dtype: str) -> str:
     if dt.is_float(dtype):
         v = float(value)
         if math.isnan(v):
