@@ -6,7 +6,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Literal, Optional, overload
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from ..relay.module import IRModule
 from ..relay.visitor import substitute
 from ..target.named import CompilationConfig, is_named_targets, parse_named_targets
 from ..target.target import Target, TargetLike
-from ..target.toolchain import SourceFile
+from ..target.toolchain import SourceFile, Toolchain
 from ..tir.stmt import PrimFunc
 from ..transform.dead_code import DeadCodeElimination
 from ..transform.fold_constant import FoldConstant
@@ -38,6 +38,9 @@ from .program import MemoryOptions, with_aliasing
 from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
 from .library import GraphExecutorLibrary
 from ..runtime.module import CSourceModule
+
+if TYPE_CHECKING:  # the AOT flow loads on demand
+    from .aot.library import AotLibrary
 
 Progress = Callable[[str], None]
 
@@ -74,16 +77,16 @@ def as_target(target: TargetLike | None) -> Target:
     return target if isinstance(target, Target) else Target(target)
 
 
-def named_config(target: TargetLike | CompilationConfig | None) -> CompilationConfig | None:
-    """The named pieces when `target` describes several ("name: target; ..."), else None."""
-    if not is_named_targets(target):
-        return None
+def resolve_target(target: TargetLike | CompilationConfig | None) -> tuple[Target, CompilationConfig | None]:
+    """The target to compile for (a named compilation's host piece), and the named pieces when `target` describes several ("name: target; ...")."""
+    if not (isinstance(target, CompilationConfig) or is_named_targets(target)):
+        return as_target(target), None
     config = parse_named_targets(target)
     for name, piece in config.pieces.items():
         if name != config.host_name and piece.accelerators:
             raise TesseraError(f"piece {name!r} ({piece}) has accelerators; only the host piece "
                                f"{config.host_name!r} may have them")
-    return config
+    return config.host, config
 
 
 def partition(mod: IRModule, target: Target, ctx: PassContext, say: Progress, prefix: str,
@@ -184,15 +187,30 @@ def check_mod_name(mod_name: str) -> str:
     return mod_name
 
 
+BuildTarget = TargetLike | CompilationConfig | None
+
+
+@overload
+def build(mod: IRModule | Function, target: BuildTarget = "c", params: Optional[Mapping[str, np.ndarray]] = None,
+          ctx: Optional[PassContext] = None, progress: Optional[Progress] = None,
+          executor: Literal["graph"] = "graph", mod_name: str = "default") -> GraphExecutorLibrary: ...
+@overload
+def build(mod: IRModule | Function, target: BuildTarget = "c", params: Optional[Mapping[str, np.ndarray]] = None,
+          ctx: Optional[PassContext] = None, progress: Optional[Progress] = None, *,
+          executor: Literal["aot"], mod_name: str = "default") -> AotLibrary: ...
+@overload
+def build(mod: IRModule | Function, target: BuildTarget = "c", params: Optional[Mapping[str, np.ndarray]] = None,
+          ctx: Optional[PassContext] = None, progress: Optional[Progress] = None,
+          executor: str = "graph", mod_name: str = "default") -> GraphExecutorLibrary | AotLibrary: ...
 def build(
     mod: IRModule | Function,
-    target: TargetLike | None = "c",
+    target: BuildTarget = "c",
     params: Optional[Mapping[str, np.ndarray]] = None,
     ctx: Optional[PassContext] = None,
     progress: Optional[Progress] = None,
     executor: str = "graph",
     mod_name: str = "default",
-):
+) -> GraphExecutorLibrary | AotLibrary:
     """Compile a Relay module.
 
     `target` is a Target, a target string ("c", "c -mcpu=cortex-m7") or an
@@ -208,12 +226,11 @@ def build(
     """
     say = progress or (lambda msg: None)
     ctx = ctx or PassContext.current()
-    config = named_config(target)
-    target = config.host if config is not None else as_target(target)
+    compile_target, config = resolve_target(target)
     check_mod_name(mod_name)
     if executor not in EXECUTORS:
         raise TesseraError(f"unknown executor {executor!r}{did_you_mean(executor, EXECUTORS)}; valid: {', '.join(EXECUTORS)}")
-    host = target.host
+    host = compile_target.host
     toolchain = host.kind.toolchain(host)
     if executor == "graph" and not toolchain.is_host:
         raise TesseraError(
@@ -225,7 +242,7 @@ def build(
             if not piece.kind.toolchain(piece).is_host:
                 raise TesseraError(f"piece {name!r} ({piece}) builds code for another machine; the graph "
                                    "executor runs every piece in this process. Use executor='aot'.")
-    lowered = lower_to_tir(mod, target, params, ctx, say, mod_name, config)
+    lowered = lower_to_tir(mod, compile_target, params, ctx, say, mod_name, config)
     if executor == "aot":
         return build_aot(lowered, toolchain, mod_name, say)
     return build_graph(lowered, say)
@@ -261,7 +278,7 @@ def _model_sources(module: CSourceModule) -> list[SourceFile]:
     return [*module.sources, *(SourceFile(p.name, p.read_text()) for p in added)]
 
 
-def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
+def build_aot(lowered: Lowered, toolchain: Toolchain, mod_name: str, say: Progress) -> AotLibrary:
     from ..codegen.c_source import CodeGenC
     from ..relay.printer import module_str
     from .aot.executor import build_executor

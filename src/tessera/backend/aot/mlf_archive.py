@@ -108,7 +108,10 @@ def _read_tar(path: Path) -> dict[str, bytes]:
                                         "Format tarball holds only files and folders")
                 if name in files:
                     raise ArtifactError(f"{path}: member {name!r} appears twice")
-                data = tar.extractfile(member).read()  # type: ignore[union-attr]
+                extracted = tar.extractfile(member)
+                if extracted is None:  # not expected for a regular file
+                    raise ArtifactError(f"{path}: member {name!r} cannot be read")
+                data = extracted.read()
                 if len(data) != member.size:
                     raise ArtifactError(f"{path}: member {name!r} is cut short: truncated archive")
                 files[name] = data

@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,10 @@ from ...target.toolchain import SourceFile, Toolchain, cache_dir, link_shared_li
 from ...util.atomic import TEMP_PREFIX, atomic_directory
 from .harness import main_source, parse_outputs
 from .mlf_archive import unpack
+
+if TYPE_CHECKING:  # loaded only for a board run
+    from ...micro.build import SectionSizes
+    from ...micro.qemu import QemuResult
 
 
 @dataclass(frozen=True)
@@ -85,8 +90,8 @@ class Signature:
 @dataclass
 class BoardRun:
     board: str
-    sizes: object  # tessera.micro.build.SectionSizes
-    qemu: object  # tessera.micro.qemu.QemuResult
+    sizes: SectionSizes
+    qemu: QemuResult
     seconds: float
     inference_instructions: int | None = None  # one run of the model, start-up and printing excluded
 
