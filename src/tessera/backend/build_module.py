@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional, overload
 
@@ -141,8 +141,8 @@ class Lowered:
 EXECUTORS = ("graph", "aot")
 
 
-def fuse(mod: IRModule | Function, target: Target, params, ctx: PassContext, say: Progress, mod_name: str,
-         config: CompilationConfig | None = None) -> IRModule:
+def fuse(mod: IRModule | Function, target: Target, params: Optional[Mapping[str, np.ndarray]], ctx: PassContext,
+         say: Progress, mod_name: str, config: CompilationConfig | None = None) -> IRModule:
     """The graph half of the pipeline: optimise, partition, place and fuse.
 
     Every call that stays on a host target is then a call of a primitive
@@ -174,8 +174,8 @@ def lower_fused(mod: IRModule, target: Target, ctx: PassContext, say: Progress, 
     return Lowered(mod, partitioned, target, externals, owned, t0, config, MemoryOptions.from_config(ctx.config))
 
 
-def lower_to_tir(mod: IRModule | Function, target: Target, params, ctx: PassContext, say: Progress,
-                 mod_name: str, config: CompilationConfig | None = None) -> Lowered:
+def lower_to_tir(mod: IRModule | Function, target: Target, params: Optional[Mapping[str, np.ndarray]],
+                 ctx: PassContext, say: Progress, mod_name: str, config: CompilationConfig | None = None) -> Lowered:
     t0 = time.perf_counter()
     fused = fuse(mod, target, params, ctx, say, mod_name, config)
     return lower_fused(fused, target, ctx, say, mod_name, config, t0)
@@ -308,10 +308,9 @@ def build_aot(lowered: Lowered, toolchain: Toolchain, mod_name: str, say: Progre
     for func in program.kernels.values():
         gen.declare(func)
     gen.add_function(build_executor(program))
-    from ..target.toolchain import SourceFile
-
     sources.append(SourceFile(f"tsgen_{mod_name}_executor.c", gen.source()))
-    def prefixed(files):
+
+    def prefixed(files: Sequence[SourceFile]) -> list[SourceFile]:
         return [SourceFile(f"tsgen_{mod_name}_{s.name}" if not s.name.startswith("tsgen_") else s.name, s.text)
                 for s in files]
 

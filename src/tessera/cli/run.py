@@ -22,7 +22,7 @@ from .paths import make_parent, readable_file, writable_file
 CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-4
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "run", help="run a compiled model (or compile and run an .onnx file)",
         description="Run MODULE: a .so from `tessera compile` (graph executor), a Model Library Format tarball "

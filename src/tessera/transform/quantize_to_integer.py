@@ -41,6 +41,7 @@ from ..op.nn import conv as conv_ops
 from ..op.nn import matmul as mm
 from ..op.nn import pool
 from ..op.nn.pool import PoolAttrs
+from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
@@ -92,7 +93,7 @@ def _shape(e: Expr) -> tuple[int, ...]:
     return ty.shape
 
 
-def _call(e: Expr, *ops) -> Call | None:
+def _call(e: Expr, *ops: Op) -> Call | None:
     return e if isinstance(e, Call) and e.op in ops else None
 
 
@@ -136,7 +137,7 @@ def _requant(out_scale: float, out_zp: int, multipliers: np.ndarray, relu: bool)
     return qnn.Requant(shift, out_zp, lo, qnn.INT8[1]), Constant(m.astype(np.int32))
 
 
-def _split_bias(y: Expr, product_ops) -> tuple[Call | None, Expr | None]:
+def _split_bias(y: Expr, product_ops: tuple[Op, ...]) -> tuple[Call | None, Expr | None]:
     add = _call(y, ew.add)
     if add is not None:
         for k in (0, 1):

@@ -29,7 +29,7 @@ from ...relay.ty import TensorType
 from ...relay.visitor import free_vars, substitute
 from ...transform.fold_constant import fold_expr
 from ...transform.infer_type import infer_expr, infer_function
-from .registry import CONVERTERS, DEFAULT_DOMAIN
+from .registry import CONVERTERS, DEFAULT_DOMAIN, Converter
 from .validate import check_constant_operands, check_opsets, check_unique_names
 
 ONNX_DTYPES: dict[int, str] = {
@@ -372,7 +372,7 @@ class GraphImporter:
                     self._inferred[vi.name] = TensorType(tuple(dims), ONNX_DTYPES[tt.elem_type])
         return self._inferred
 
-    def _opaque_converter(self, proto: onnx.NodeProto):
+    def _opaque_converter(self, proto: onnx.NodeProto) -> Converter:
         from ...op.onnx_opaque import opaque
 
         def convert(node: Node, ctx: ImportContext) -> list[Expr]:
