@@ -78,7 +78,10 @@ def as_target(target: TargetLike | None) -> Target:
 
 
 def resolve_target(target: TargetLike | CompilationConfig | None) -> tuple[Target, CompilationConfig | None]:
-    """The target to compile for (a named compilation's host piece), and the named pieces when `target` describes several ("name: target; ...")."""
+    """The target to compile for, and the named pieces when `target` describes several.
+
+    Named pieces ("name: target; ...", or a CompilationConfig) compile for their host piece.
+    """
     if not (isinstance(target, CompilationConfig) or is_named_targets(target)):
         return as_target(target), None
     config = parse_named_targets(target)
@@ -190,6 +193,7 @@ def check_mod_name(mod_name: str) -> str:
 BuildTarget = TargetLike | CompilationConfig | None
 
 
+# The executor decides what build() returns: a library to call here, or standalone C.
 @overload
 def build(mod: IRModule | Function, target: BuildTarget = "c", params: Optional[Mapping[str, np.ndarray]] = None,
           ctx: Optional[PassContext] = None, progress: Optional[Progress] = None,

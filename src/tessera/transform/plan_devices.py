@@ -243,7 +243,8 @@ class DevicePlanner:
 
     def plan(self, func: Function) -> Function:
         body = func.body
-        pins = {id(p.args[0]): p.attrs_as(OnTargetAttrs).target for p in post_order(body, into_functions=False) if _is_pin(p)}
+        pins = {id(p.args[0]): p.attrs_as(OnTargetAttrs).target
+                for p in post_order(body, into_functions=False) if _is_pin(p)}
         new: dict[int, Expr] = {}
         where: dict[int, Piece | None] = {}  # id(new value) -> piece holding it (None: constants)
 
