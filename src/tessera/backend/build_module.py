@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Literal, Optional, overload
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from ..relay.module import IRModule
 from ..relay.visitor import substitute
 from ..target.named import CompilationConfig, is_named_targets, parse_named_targets
 from ..target.target import Target, TargetLike
-from ..target.toolchain import SourceFile
+from ..target.toolchain import SourceFile, Toolchain
 from ..tir.stmt import PrimFunc
 from ..transform.dead_code import DeadCodeElimination
 from ..transform.fold_constant import FoldConstant
@@ -39,6 +39,9 @@ from .program_memory import MemoryOptions, with_aliasing
 from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
 from .library import GraphExecutorLibrary, compile_graph_library
 from ..runtime.module import CSourceModule
+
+if TYPE_CHECKING:  # the AOT flow loads on demand
+    from .aot.library import AotLibrary
 
 Progress = Callable[[str], None]
 
@@ -75,16 +78,19 @@ def as_target(target: TargetLike | None) -> Target:
     return target if isinstance(target, Target) else Target(target)
 
 
-def named_config(target: TargetLike | CompilationConfig | None) -> CompilationConfig | None:
-    """The named pieces when `target` describes several ("name: target; ..."), else None."""
-    if not is_named_targets(target):
-        return None
-    config = parse_named_targets(target)  # type: ignore[arg-type]
+def resolve_target(target: TargetLike | CompilationConfig | None) -> tuple[Target, CompilationConfig | None]:
+    """The target to compile for, and the named pieces when `target` describes several.
+
+    Named pieces ("name: target; ...", or a CompilationConfig) compile for their host piece.
+    """
+    if not (isinstance(target, CompilationConfig) or is_named_targets(target)):
+        return as_target(target), None
+    config = parse_named_targets(target)
     for name, piece in config.pieces.items():
         if name != config.host_name and piece.accelerators:
             raise TesseraError(f"piece {name!r} ({piece}) has accelerators; only the host piece "
                                f"{config.host_name!r} may have them")
-    return config
+    return config.host, config
 
 
 def partition(mod: IRModule, target: Target, ctx: PassContext, say: Progress, prefix: str,
@@ -139,8 +145,8 @@ class Lowered:
 EXECUTORS = ("graph", "aot")
 
 
-def fuse(mod: IRModule | Function, target: Target, params, ctx: PassContext, say: Progress, mod_name: str,
-         config: CompilationConfig | None = None) -> IRModule:
+def fuse(mod: IRModule | Function, target: Target, params: Optional[Mapping[str, np.ndarray]], ctx: PassContext,
+         say: Progress, mod_name: str, config: CompilationConfig | None = None) -> IRModule:
     """The graph half of the pipeline: optimise, partition, place and fuse.
 
     Every call that stays on a host target is then a call of a primitive
@@ -177,8 +183,8 @@ def lower_fused(mod: IRModule, target: Target, ctx: PassContext, say: Progress, 
     return Lowered(mod, partitioned, target, externals, owned, t0, config, MemoryOptions.from_config(ctx.config))
 
 
-def lower_to_tir(mod: IRModule | Function, target: Target, params, ctx: PassContext, say: Progress,
-                 mod_name: str, config: CompilationConfig | None = None) -> Lowered:
+def lower_to_tir(mod: IRModule | Function, target: Target, params: Optional[Mapping[str, np.ndarray]],
+                 ctx: PassContext, say: Progress, mod_name: str, config: CompilationConfig | None = None) -> Lowered:
     t0 = time.perf_counter()
     fused = fuse(mod, target, params, ctx, say, mod_name, config)
     return lower_fused(fused, target, ctx, say, mod_name, config, t0)
@@ -190,15 +196,31 @@ def check_mod_name(mod_name: str) -> str:
     return mod_name
 
 
+BuildTarget = TargetLike | CompilationConfig | None
+
+
+# The executor decides what build() returns: a library to call here, or standalone C.
+@overload
+def build(mod: IRModule | Function, target: BuildTarget = "c", params: Optional[Mapping[str, np.ndarray]] = None,
+          ctx: Optional[PassContext] = None, progress: Optional[Progress] = None,
+          executor: Literal["graph"] = "graph", mod_name: str = "default") -> GraphExecutorLibrary: ...
+@overload
+def build(mod: IRModule | Function, target: BuildTarget = "c", params: Optional[Mapping[str, np.ndarray]] = None,
+          ctx: Optional[PassContext] = None, progress: Optional[Progress] = None, *,
+          executor: Literal["aot"], mod_name: str = "default") -> AotLibrary: ...
+@overload
+def build(mod: IRModule | Function, target: BuildTarget = "c", params: Optional[Mapping[str, np.ndarray]] = None,
+          ctx: Optional[PassContext] = None, progress: Optional[Progress] = None,
+          executor: str = "graph", mod_name: str = "default") -> GraphExecutorLibrary | AotLibrary: ...
 def build(
     mod: IRModule | Function,
-    target: TargetLike | None = "c",
+    target: BuildTarget = "c",
     params: Optional[Mapping[str, np.ndarray]] = None,
     ctx: Optional[PassContext] = None,
     progress: Optional[Progress] = None,
     executor: str = "graph",
     mod_name: str = "default",
-):
+) -> GraphExecutorLibrary | AotLibrary:
     """Compile a Relay module.
 
     `target` is a Target, a target string ("c", "c -mcpu=cortex-m7") or an
@@ -214,12 +236,11 @@ def build(
     """
     say = progress or (lambda msg: None)
     ctx = ctx or PassContext.current()
-    config = named_config(target)
-    target = config.host if config is not None else as_target(target)  # type: ignore[arg-type]
+    compile_target, config = resolve_target(target)
     check_mod_name(mod_name)
     if executor not in EXECUTORS:
         raise TesseraError(f"unknown executor {executor!r}{did_you_mean(executor, EXECUTORS)}; valid: {', '.join(EXECUTORS)}")
-    host = target.host
+    host = compile_target.host
     toolchain = host.kind.toolchain(host)
     if executor == "graph" and not toolchain.is_host:
         raise TesseraError(
@@ -231,7 +252,7 @@ def build(
             if not piece.kind.toolchain(piece).is_host:
                 raise TesseraError(f"piece {name!r} ({piece}) builds code for another machine; the graph "
                                    "executor runs every piece in this process. Use executor='aot'.")
-    lowered = lower_to_tir(mod, target, params, ctx, say, mod_name, config)
+    lowered = lower_to_tir(mod, compile_target, params, ctx, say, mod_name, config)
     if executor == "aot":
         return build_aot(lowered, toolchain, mod_name, say)
     return build_graph(lowered, say)
@@ -265,7 +286,7 @@ def _model_sources(module: CSourceModule) -> list[SourceFile]:
     return [*module.sources, *(SourceFile(p.name, p.read_text()) for p in added)]
 
 
-def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
+def build_aot(lowered: Lowered, toolchain: Toolchain, mod_name: str, say: Progress) -> AotLibrary:
     from ..codegen.c_source import CodeGenC
     from ..relay.printer import module_str
     from .aot.executor import build_executor
@@ -295,15 +316,15 @@ def build_aot(lowered: Lowered, toolchain, mod_name: str, say: Progress):
     for func in program.kernels.values():
         gen.declare(func)
     gen.add_function(build_executor(program))
-    from ..target.toolchain import SourceFile
-
     sources.append(SourceFile(f"tsgen_{mod_name}_executor.c", gen.source()))
-    def prefixed(files):
+
+    def prefixed(files: Sequence[SourceFile]) -> list[SourceFile]:
         return [SourceFile(f"tsgen_{mod_name}_{s.name}" if not s.name.startswith("tsgen_") else s.name, s.text)
                 for s in files]
 
-    piece_code = {name: PieceCode(name, lowered.config[name], m.toolchain, prefixed(_model_sources(m)))  # type: ignore[index]
-                  for name, m in pieces.items()}
+    config = lowered.config  # named pieces other than the host exist only in a named compilation
+    piece_code = {name: PieceCode(name, config[name], m.toolchain, prefixed(_model_sources(m)))
+                  for name, m in pieces.items()} if config is not None else {}
     return AotLibrary(program, lowered.target, toolchain, prefixed(sources), module_str(lowered.partitioned),
                       time.perf_counter() - lowered.started, partitioned_mod=lowered.partitioned,
                       link_flags=link_flags or list(toolchain.link_flags), pieces=piece_code,

@@ -130,30 +130,31 @@ def add_segments(plan: GraphPlan, kernels: Mapping[str, PrimFunc]) -> str:
     """Group the plan's C kernel calls (those in `kernels`) into segments; their C source."""
     from ..codegen.c_source import CodeGenC, EXPORT_MACRO, prototype
 
-    runs: list[list[int]] = []
+    runs: list[list[tuple[int, PrimFunc]]] = []  # (node id, its kernel) per call
     in_run = False
     for nid, node in enumerate(plan.nodes):
         if node.op != "kernel":
             continue
-        if node.func not in kernels:
+        kernel = kernels.get(node.func) if node.func is not None else None
+        if kernel is None:
             in_run = False  # an external module's call ends the segment
             continue
         if not in_run:
             runs.append([])
             in_run = True
-        runs[-1].append(nid)
+        runs[-1].append((nid, kernel))
     lines = [*CodeGenC().preamble_lines(), ""]
-    lines += sorted({prototype(kernels[plan.nodes[n].func]) for run in runs for n in run})
+    lines += sorted({prototype(kernel) for run in runs for _, kernel in run})
     plan.segments = []
     for k, run in enumerate(runs):
         name = f"{SEGMENT_PREFIX}{k}"
-        plan.segments.append(Segment(name, run))
+        plan.segments.append(Segment(name, [nid for nid, _ in run]))
         lines += ["", f"{EXPORT_MACRO} int32_t {name}(void* const* args, int32_t* failed_call) {{",
                   "  int32_t status;"]
         offset = 0
-        for index, nid in enumerate(run, start=1):
+        for index, (nid, kernel) in enumerate(run, start=1):
             node = plan.nodes[nid]
-            count = len(kernels[node.func].params)
+            count = len(kernel.params)
             # the executor passes inputs, outputs, then scratch: the kernel's parameters, in order
             assert count == len(node.inputs) + node.num_outputs + len(node.scratch), node.func
             args = ", ".join(f"args[{offset + j}]" for j in range(count))

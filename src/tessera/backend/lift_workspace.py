@@ -24,7 +24,9 @@ WORKSPACES_ATTR = "workspace_params"  # how many trailing parameters are lifted 
 
 def workspace_params(func: S.PrimFunc) -> tuple[Buffer, ...]:
     """The parameters of `func` that are scratch the caller provides."""
-    count = int(func.attrs.get(WORKSPACES_ATTR, 0))  # type: ignore[arg-type]
+    count = func.attrs.get(WORKSPACES_ATTR, 0)
+    if not isinstance(count, int):
+        raise TypeError(f"{func.name}: attribute {WORKSPACES_ATTR!r} must be an int, got {count!r}")
     return func.params[len(func.params) - count:] if count else ()
 
 

@@ -141,7 +141,8 @@ def partition_report(source: IRModule | object) -> PartitionReport:
             name = node.op.name_hint
             ops = _ops_of(func) if isinstance(func, Function) else []
         elif isinstance(node.op, Function):  # a kernel of the default flow, on its named piece if any
-            target = node.op.attrs.extra.get(DEVICE_ATTR, HOST)
+            device = node.op.attrs.extra.get(DEVICE_ATTR)
+            target = device if isinstance(device, str) else HOST
             name, ops = f"kernel_{len(kernels)}", _ops_of(node.op)
         else:
             continue

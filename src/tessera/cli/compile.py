@@ -13,7 +13,7 @@ from .flags import add_load_flag, c_module_name, non_empty, target_string
 from .paths import make_parent, readable_file, writable_file, writable_folder
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compile", help="compile an ONNX model",
         description="Compile MODEL.onnx. With the graph executor (-o model.so) the result is one shared library "

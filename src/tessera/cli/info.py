@@ -7,7 +7,7 @@ import argparse
 from .flags import add_load_flag, non_empty
 
 
-def add_parsers(sub) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("ops", help="list the ONNX operators tessera can import")
     p.set_defaults(func=ops)
     p = sub.add_parser("targets", help="list target kinds with their attributes, defaults, hooks and where they come from",

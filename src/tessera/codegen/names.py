@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
+from typing import TypeGuard
 
 from .c_reserved import RESERVED_WORDS
 
@@ -25,7 +26,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RESERVED_PREFIX = re.compile(r"_[A-Z_]|(?i:ts|tsgen|tessera)_")
 
 
-def is_c_identifier(name: object) -> bool:
+def is_c_identifier(name: object) -> TypeGuard[str]:
     """Is `name` an ASCII C identifier (not necessarily a free one)?"""
     return isinstance(name, str) and _IDENTIFIER.fullmatch(name) is not None
 
@@ -37,7 +38,7 @@ def is_reserved(name: str) -> bool:
 
 def is_safe_identifier(name: object) -> bool:
     """Could `name` be used as it is (a short ASCII identifier nobody else claims)?"""
-    return is_c_identifier(name) and len(name) <= MAX_IDENTIFIER and not is_reserved(name)  # type: ignore[arg-type]
+    return is_c_identifier(name) and len(name) <= MAX_IDENTIFIER and not is_reserved(name)
 
 
 def sanitize(hint: str) -> str:

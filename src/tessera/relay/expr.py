@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import Field, dataclass, field, replace
 from types import MappingProxyType
-from typing import Optional, Union
+from typing import Any, ClassVar, Optional, TypeVar, Union
 
 import numpy as np
 
@@ -25,6 +25,8 @@ class Expr:
 
     __slots__ = ()
     checked_type_: Optional[Type]
+    # Every concrete node is a dataclass; saying so lets `dataclasses.replace` take any Expr.
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     @property
     def checked_type(self) -> Type:
@@ -35,7 +37,7 @@ class Expr:
         return self.checked_type_
 
     def with_type(self, ty: Type) -> "Expr":
-        return replace(self, checked_type_=ty)  # type: ignore[type-var]
+        return replace(self, checked_type_=ty)
 
 
 _var_ids = itertools.count()
@@ -105,8 +107,8 @@ class FuncAttrs:
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
 
-    def with_(self, **changes: object) -> "FuncAttrs":
-        return replace(self, **changes)  # type: ignore[arg-type]
+    def with_(self, **changes: Any) -> "FuncAttrs":
+        return replace(self, **changes)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -121,7 +123,9 @@ class Function(Expr):
         object.__setattr__(self, "params", tuple(self.params))
 
 
+
 CallTarget = Union[Op, Function, GlobalVar]
+AttrsT = TypeVar("AttrsT")
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -133,6 +137,13 @@ class Call(Expr):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
+
+    def attrs_as(self, kind: type[AttrsT]) -> AttrsT:
+        """`attrs`, checked to be the op's attribute class `kind`."""
+        if not isinstance(self.attrs, kind):
+            callee = getattr(self.op, "name", type(self.op).__name__)
+            raise TypeError(f"a call of {callee} has attributes {self.attrs!r}, expected {kind.__name__}")
+        return self.attrs
 
 
 @dataclass(frozen=True, eq=False, slots=True)

@@ -8,12 +8,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var
 from .op import attrs_as_dict
-from .ty import Type
+from .ty import FuncType, Type
 from .visitor import post_order
+
+if TYPE_CHECKING:  # the module imports the printer
+    from .module import IRModule
 
 
 def _attr_value(v: object) -> str:
@@ -66,7 +71,10 @@ class _Printer:
         return ", ".join(parts)
 
     def function(self, f: Function, head: str, indent: str) -> list[str]:
-        ret = f" -> {f.ret_type or f.checked_type_.ret_type}" if (f.ret_type or f.checked_type_) else ""
+        ret_type = f.ret_type
+        if ret_type is None and isinstance(f.checked_type_, FuncType):
+            ret_type = f.checked_type_.ret_type
+        ret = f" -> {ret_type}" if ret_type is not None else ""
         attrs = self.func_attrs(f)
         lines = [f"{head}({self.param_list(f)}){ret}{attrs} {{"]
         body_lines, result = self.body(f.body, indent + "  ")
@@ -104,23 +112,24 @@ class _Printer:
             if isinstance(node, Constant) and node.data.size == 1 and node.data.ndim == 0:
                 names[id(node)] = _const_text(node)
                 continue
-            text = self.node_text(node, names, indent)
-            ty = node.checked_type_
-            ty_text = f" /* ty={ty} */" if ty is not None and not isinstance(node, Function) else ""
             name = f"%{counter}"
             counter += 1
             if isinstance(node, Function):
-                lines += [f"{indent}{name} = " + text[0].lstrip(), *text[1:]]
+                fn_lines = self.function(node, "fn ", indent)
+                lines += [f"{indent}{name} = " + fn_lines[0].lstrip(), *fn_lines[1:]]
                 lines[-1] += ";"
             else:
-                lines.append(f"{indent}{name} = {text}{ty_text};")
+                ty = node.checked_type_
+                ty_text = f" /* ty={ty} */" if ty is not None else ""
+                lines.append(f"{indent}{name} = {self.node_text(node, names)}{ty_text};")
             names[id(node)] = name
         if lines and lines[-1].startswith(f"{indent}{names[id(root)]} = ") and not isinstance(root, Function):
             last = lines.pop()
             return lines, last[len(indent) + len(names[id(root)]) + 3 : -1]
         return lines, names[id(root)]
 
-    def node_text(self, node: Expr, names: dict[int, str], indent: str):  # -> str | list[str]
+    def node_text(self, node: Expr, names: dict[int, str]) -> str:
+        """One line for a node other than a Function (those take several, from `function`)."""
         if isinstance(node, Constant):
             return _const_text(node)
         if isinstance(node, Call):
@@ -138,8 +147,6 @@ class _Printer:
             return f"({inner},)" if len(node.fields) == 1 else f"({inner})"
         if isinstance(node, TupleGetItem):
             return f"{names[id(node.tuple_value)]}.{node.index}"
-        if isinstance(node, Function):
-            return self.function(node, "fn ", indent)
         if isinstance(node, Let):
             return f"let {names[id(node.var)]} = {names[id(node.value)]}; {names[id(node.body)]}"
         return repr(node)
@@ -153,7 +160,7 @@ def expr_str(e: Expr) -> str:
     return "\n".join(lines + [result])
 
 
-def module_str(mod) -> str:  # mod: IRModule
+def module_str(mod: IRModule) -> str:
     from ..tir.printer import primfunc_str
     from ..tir.stmt import PrimFunc
 

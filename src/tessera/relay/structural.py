@@ -27,25 +27,23 @@ def _shallow_equal(a: Expr, b: Expr) -> bool:
     """Equal apart from children (and variables, handled by the caller)."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, Constant):
-        return _const_equal(a, b)  # type: ignore[arg-type]
-    if isinstance(a, GlobalVar):
-        return a.name_hint == b.name_hint  # type: ignore[union-attr]
-    if isinstance(a, Call):
-        ops_match = (
-            a.op is b.op or isinstance(a.op, (Function, GlobalVar))  # type: ignore[union-attr]
-        )
-        return ops_match and a.attrs == b.attrs and len(a.args) == len(b.args)  # type: ignore[union-attr]
-    if isinstance(a, Tuple):
-        return len(a.fields) == len(b.fields)  # type: ignore[union-attr]
-    if isinstance(a, TupleGetItem):
-        return a.index == b.index  # type: ignore[union-attr]
-    if isinstance(a, Function):
-        fb: Function = b  # type: ignore[assignment]
+    # Each branch tests both sides so the checker knows `b`'s class too.
+    if isinstance(a, Constant) and isinstance(b, Constant):
+        return _const_equal(a, b)
+    if isinstance(a, GlobalVar) and isinstance(b, GlobalVar):
+        return a.name_hint == b.name_hint
+    if isinstance(a, Call) and isinstance(b, Call):
+        ops_match = a.op is b.op or isinstance(a.op, (Function, GlobalVar))
+        return ops_match and a.attrs == b.attrs and len(a.args) == len(b.args)
+    if isinstance(a, Tuple) and isinstance(b, Tuple):
+        return len(a.fields) == len(b.fields)
+    if isinstance(a, TupleGetItem) and isinstance(b, TupleGetItem):
+        return a.index == b.index
+    if isinstance(a, Function) and isinstance(b, Function):
         return (
-            len(a.params) == len(fb.params)
-            and all(p.type_annotation == q.type_annotation for p, q in zip(a.params, fb.params))
-            and a.attrs == fb.attrs
+            len(a.params) == len(b.params)
+            and all(p.type_annotation == q.type_annotation for p, q in zip(a.params, b.params))
+            and a.attrs == b.attrs
         )
     return isinstance(a, (Let, Var))
 
@@ -79,13 +77,13 @@ def structural_equal(a: Expr, b: Expr, map_free_vars: bool = False) -> bool:
             continue
         if not _shallow_equal(x, y):
             return False
-        if isinstance(x, Function):
-            for p, q in zip(x.params, y.params):  # type: ignore[union-attr]
+        if isinstance(x, Function) and isinstance(y, Function):
+            for p, q in zip(x.params, y.params):
                 if id(p) in var_map or id(q) in reverse:
                     return False
                 var_map[id(p)], reverse[id(q)] = q, p
-        if isinstance(x, Let):
-            var_map[id(x.var)], reverse[id(y.var)] = y.var, x.var  # type: ignore[union-attr]
+        if isinstance(x, Let) and isinstance(y, Let):
+            var_map[id(x.var)], reverse[id(y.var)] = y.var, x.var
         xs, ys = children(x), children(y)
         if len(xs) != len(ys):
             return False

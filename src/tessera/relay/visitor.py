@@ -6,8 +6,7 @@ so traversals here use an explicit stack.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping
 
 from .expr import Call, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, children
 
@@ -49,17 +48,20 @@ def rebuild(node: Expr, kids: tuple[Expr, ...]) -> Expr:
         return node
     if isinstance(node, Call):
         if isinstance(node.op, (Function, GlobalVar)):
-            return Call(kids[0], kids[1:], node.attrs)
+            callee = kids[0]
+            if not isinstance(callee, (Function, GlobalVar)):
+                raise TypeError(f"a called function must stay a Function or GlobalVar, got {type(callee).__name__}")
+            return Call(callee, kids[1:], node.attrs)
         return Call(node.op, kids, node.attrs)
     if isinstance(node, Tuple):
         return Tuple(kids)
     if isinstance(node, TupleGetItem):
         return TupleGetItem(kids[0], node.index)
     if isinstance(node, Function):
-        params = kids[:-1]
-        if not all(isinstance(p, Var) for p in params):
+        params = tuple(p for p in kids[:-1] if isinstance(p, Var))
+        if len(params) != len(kids) - 1:
             raise TypeError("function parameters must stay variables")
-        return Function(params, kids[-1], node.ret_type, node.attrs)  # type: ignore[arg-type]
+        return Function(params, kids[-1], node.ret_type, node.attrs)
     if isinstance(node, Let):
         assert isinstance(kids[0], Var)
         return Let(kids[0], kids[1], kids[2])
@@ -90,7 +92,7 @@ def rewrite(root: Expr, fn: Rewriter, into_functions: bool = True,
     return memo[id(root)]
 
 
-def substitute(root: Expr, mapping: dict[int, Expr]) -> Expr:
+def substitute(root: Expr, mapping: Mapping[int, Expr]) -> Expr:
     """Replace nodes by identity (`id(node) -> replacement`)."""
     return rewrite(root, lambda old, new: mapping.get(id(old)))
 

@@ -128,7 +128,7 @@ def check_field(name: str, value: object) -> str | None:
     if name == "pattern_table":
         if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
             return "not a sequence"
-        bad = [e for e in value if not isinstance(e, PatternEntry)]  # type: ignore[attr-defined]
+        bad = [e for e in value if not isinstance(e, PatternEntry)]
         return f"entry {bad[0]!r} is not a PatternEntry" if bad else None
     if name == "supported_ops":
         if not isinstance(value, Mapping):

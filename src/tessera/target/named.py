@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypeGuard
 
 from ..errors import did_you_mean, format_choices
 from .errors import TargetError
@@ -76,12 +77,13 @@ class CompilationConfig:
 _NAMED_SPEC = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*:")
 
 
-def is_named_targets(spec: object) -> bool:
+def is_named_targets(spec: object) -> TypeGuard[str | CompilationConfig]:
     """Does `spec` describe named pieces ("name: target; ...") rather than one target?"""
     return isinstance(spec, CompilationConfig) or (isinstance(spec, str) and bool(_NAMED_SPEC.match(spec)))
 
 
-def parse_named_targets(spec: str | Mapping[str, TargetLike], host: str | None = None) -> CompilationConfig:
+def parse_named_targets(spec: str | Mapping[str, TargetLike] | CompilationConfig,
+                        host: str | None = None) -> CompilationConfig:
     """Parse `"name: target; name: target"` (or a dict name -> target)."""
     if isinstance(spec, CompilationConfig):
         return spec

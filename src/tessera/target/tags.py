@@ -7,10 +7,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import format_choices
 from .errors import TargetError
+
+if TYPE_CHECKING:
+    from .target import Target
 
 
 class TagRegistry:
@@ -25,7 +28,7 @@ class TagRegistry:
         self._specs[name] = spec
         self._docs[name] = doc
 
-    def get(self, name: str):
+    def get(self, name: str) -> Target:
         from .target import Target
 
         _load_builtins()

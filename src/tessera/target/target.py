@@ -33,6 +33,8 @@ class Target:
     __slots__ = ("kind", "_attrs", "_key")
 
     kind: TargetKind
+    _attrs: dict[str, Any]  # every option of the kind, defaults filled in
+    _key: tuple[str, tuple[tuple[str, Any], ...]]  # what equality and hashing compare
 
     def __init__(self, spec: TargetLike) -> None:
         built = _build(spec, top_level=True)
@@ -166,10 +168,10 @@ def _to_text(value: Any) -> str | None:
     if isinstance(value, Target):
         return value.kind.name if value._is_bare() else None
     if isinstance(value, tuple):
-        texts = [_to_text(v) for v in value]
-        if any(t is None or "," in t for t in texts):
+        texts = [t for t in map(_to_text, value) if t is not None and "," not in t]
+        if len(texts) != len(value):
             return None
-        return ",".join(texts)  # type: ignore[arg-type]
+        return ",".join(texts)
     text = str(value)
     if not text or any(c.isspace() for c in text) or text.startswith("{"):
         return None

@@ -33,6 +33,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -182,7 +183,7 @@ class GraphBuilder:
         self.initializers.append(numpy_helper.from_array(values.astype(np.float32), name))
         return name
 
-    def _node(self, op: str, inputs: list[str], name: str, shape: tuple[int, ...], **attrs) -> Tensor:
+    def _node(self, op: str, inputs: list[str], name: str, shape: tuple[int, ...], **attrs: Any) -> Tensor:
         self.nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
         return Tensor(name, shape)
 

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
+
+if TYPE_CHECKING:  # imported when a reference run needs it
+    import onnxruntime
 
 LIGHT_DIR = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
 LIGHT_MODELS = (
@@ -56,7 +60,7 @@ def is_quantized(model: onnx.ModelProto) -> bool:
                for n in model.graph.node)
 
 
-def ort_session(model: onnx.ModelProto, threads: int = 1, optimize: bool = True):
+def ort_session(model: onnx.ModelProto, threads: int = 1, optimize: bool = True) -> onnxruntime.InferenceSession:
     """`optimize=False`: no graph optimisations, so a QDQ model runs as ONNX defines it
     (onnxruntime otherwise fuses it into its own int8 kernels, e.g. a table-driven softmax)."""
     import onnxruntime as ort

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, TypeGuard, Union
 
 from .. import dtype as dt
 
@@ -247,7 +248,7 @@ def as_expr(value: ExprLike, like: PrimExpr | None = None) -> PrimExpr:
     return FloatImm(float(value), "float32")
 
 
-def is_const(e: PrimExpr, value: float | None = None) -> bool:
+def is_const(e: PrimExpr, value: float | None = None) -> TypeGuard[IntImm | FloatImm]:
     if not isinstance(e, (IntImm, FloatImm)):
         return False
     return value is None or e.value == value
@@ -255,6 +256,7 @@ def is_const(e: PrimExpr, value: float | None = None) -> bool:
 
 def _fold(op: BinOp, a: IntImm | FloatImm, b: IntImm | FloatImm, dtype: str) -> PrimExpr | None:
     x, y = a.value, b.value
+    table: dict[BinOp, Callable[[], int | float | None]]  # None: do not fold (division by zero)
     if dt.is_float(a.dtype):
         table = {
             BinOp.ADD: lambda: x + y, BinOp.SUB: lambda: x - y, BinOp.MUL: lambda: x * y,
@@ -438,7 +440,7 @@ def cast(value: ExprLike, dtype: str) -> PrimExpr:
     return Cast(value, dtype)
 
 
-def call(func: Intrinsic | str, args: tuple[PrimExpr, ...] | list[PrimExpr], dtype: str) -> PrimExpr:
+def call(func: Intrinsic | str, args: Sequence[PrimExpr], dtype: str) -> PrimExpr:
     return Call(func, tuple(args), dtype)
 
 

@@ -6,7 +6,7 @@ so any substitution also simplifies what it touches.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from . import expr as E
 from . import stmt as S
@@ -92,7 +92,7 @@ def substitute_stmt(s: S.Stmt, vmap: Mapping[E.Var, E.PrimExpr]) -> S.Stmt:
     return map_stmt_exprs(s, lambda e: substitute(e, vmap))
 
 
-def walk_expr(e: E.PrimExpr):
+def walk_expr(e: E.PrimExpr) -> Iterator[E.PrimExpr]:
     """Every node under `e`, pre-order (shared sub-trees repeated)."""
     stack = [e]
     while stack:

@@ -98,8 +98,8 @@ class _Ranges:
         return lo, hi
 
 
-def _split(e: E.BinaryOp, ranges: _Ranges) -> E.PrimExpr | None:
-    c = e.b.value  # type: ignore[union-attr]
+def _split(e: E.BinaryOp, c: int, ranges: _Ranges) -> E.PrimExpr | None:
+    """`e` is `e.a // c` or `e.a % c`, for a positive constant `c`."""
     aff = _affine(e.a)
     quotient, rest = _Affine(), _Affine(const=aff.const % c)
     quotient.const = aff.const // c
@@ -124,10 +124,11 @@ def simplify_index(e: E.PrimExpr, extents: Mapping[E.Var, int]) -> E.PrimExpr:
         if not isinstance(node.b, E.IntImm) or node.b.value <= 0 or dt.is_float(node.dtype):
             return None
         # (x // a) // b == x // (a * b) for positive a and b
-        inner = node.a
+        inner, divisor = node.a, node.b.value
         if node.op is E.BinOp.FLOORDIV and isinstance(inner, E.BinaryOp) and inner.op is E.BinOp.FLOORDIV \
                 and isinstance(inner.b, E.IntImm) and inner.b.value > 0:
-            node = E.BinaryOp(E.BinOp.FLOORDIV, inner.a, E.IntImm(inner.b.value * node.b.value, node.dtype), node.dtype)
-        return _split(node, ranges)
+            divisor = inner.b.value * divisor
+            node = E.BinaryOp(E.BinOp.FLOORDIV, inner.a, E.IntImm(divisor, node.dtype), node.dtype)
+        return _split(node, divisor, ranges)
 
     return map_expr(e, visit)

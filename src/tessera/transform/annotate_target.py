@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import TesseraError, did_you_mean, format_choices
-from ..op.annotation import HOST, compiler_begin, compiler_end, on_target_op
+from ..op.annotation import HOST, OnTargetAttrs, compiler_begin, compiler_end, on_target_op
 from ..op.registry import Op
 from ..relay.expr import Call, Expr, Function
 from ..relay.module import IRModule
 from ..relay.visitor import rewrite
 from ..target.target import Target
-from .infer_type import infer_expr
+from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
 def supports(target: Target, call: Call) -> bool:
@@ -30,6 +30,11 @@ def supports(target: Target, call: Call) -> bool:
         rule = target.kind.supported_ops.get(call.op.name)
         return bool(rule(call)) if callable(rule) else bool(rule)
     return False
+
+
+def _pin_name(pin: Call) -> str:
+    """The target (or "host") an `on_target` call names."""
+    return pin.attrs_as(OnTargetAttrs).target
 
 
 class AnnotateTarget(FunctionPass):
@@ -58,12 +63,12 @@ class AnnotateTarget(FunctionPass):
             return func
         names = {t.kind.name for t in self.targets}
         # pins by the id of the call they wrap (as it is before rewriting)
-        pins = {id(c.args[0]): c.attrs.target for c in _pin_calls(func)}
+        pins = {id(c.args[0]): _pin_name(c) for c in _pin_calls(func)}
 
         def visit(old: Expr, new: Expr) -> Expr | None:
             if isinstance(new, Call) and new.op is on_target_op:
                 # consumed by the round that owns the target; host pins stay for later rounds
-                return new.args[0] if new.attrs.target in names else None  # type: ignore[union-attr]
+                return new.args[0] if _pin_name(new) in names else None
             if not isinstance(new, Call) or new.op in (compiler_begin, compiler_end):
                 return None
             if not (isinstance(new.op, Op) or (isinstance(new.op, Function) and new.op.attrs.composite)):
@@ -75,7 +80,7 @@ class AnnotateTarget(FunctionPass):
             args = tuple(compiler_begin(a, compiler=name) for a in new.args)
             return compiler_end(Call(new.op, args, new.attrs), compiler=name)
 
-        return infer_expr(rewrite(func, visit, into_functions=False), mod)  # type: ignore[return-value]
+        return infer_function(rewrite(func, visit, into_functions=False), mod)
 
 
 def _pin_calls(func: Function) -> list[Call]:
@@ -87,10 +92,11 @@ def _pin_calls(func: Function) -> list[Call]:
 def check_pins(func: Function, valid: Sequence[str]) -> None:
     """Every pin must name a target of this build (or "host")."""
     for call in _pin_calls(func):
-        if call.attrs.target not in valid:
+        pin = _pin_name(call)
+        if pin not in valid:
             raise TesseraError(
-                f"on_target pins a call to {call.attrs.target!r}, which is not a target of this build"
-                f"{did_you_mean(call.attrs.target, valid)}; valid: {format_choices(valid)}"
+                f"on_target pins a call to {pin!r}, which is not a target of this build"
+                f"{did_you_mean(pin, valid)}; valid: {format_choices(valid)}"
             )
 
 
@@ -105,4 +111,4 @@ class RemovePins(FunctionPass):
             return func
         strip = rewrite(func, lambda old, new: new.args[0] if isinstance(new, Call) and new.op is on_target_op
                         else None, into_functions=False)
-        return infer_expr(strip, mod)  # type: ignore[return-value]
+        return infer_function(strip, mod)

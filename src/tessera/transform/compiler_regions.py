@@ -16,19 +16,20 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
-from ..op.annotation import compiler_begin, compiler_end
+from ..op.annotation import CompilerAttrs, compiler_begin, compiler_end
 from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, FuncAttrs, Function, GlobalVar, Tuple, TupleGetItem, Var, children
 from ..relay.module import IRModule
 from ..relay.visitor import post_order, rebuild
 from ..target.target import Target
-from .infer_type import infer_expr
+from .infer_type import infer_function
 from .pass_infra import Pass, PassContext
 
 
 
-def _is(e: Expr, op: Op) -> bool:
+def _is(e: Expr, op: Op) -> TypeGuard[Call]:
     return isinstance(e, Call) and e.op is op
 
 
@@ -37,7 +38,7 @@ def _inputs(node: Expr) -> tuple[Expr, ...]:
     return () if isinstance(node, Function) else children(node)
 
 
-def _is_member_call(e: Expr) -> bool:
+def _is_member_call(e: Expr) -> TypeGuard[Call]:
     return isinstance(e, Call) and e.op not in (compiler_begin, compiler_end)
 
 
@@ -75,21 +76,21 @@ class _Regions:
         # a call is a member if it reads a begin or is read through an end
         for node in nodes:
             if _is(node, compiler_end) and _is_member_call(node.args[0]):
-                regions._add(node.args[0], node.attrs.compiler)
-            if _is_member_call(node) and any(_is(a, compiler_begin) for a in node.args):  # type: ignore[union-attr]
-                name = next(a.attrs.compiler for a in node.args if _is(a, compiler_begin))  # type: ignore[union-attr]
+                regions._add(node.args[0], node.attrs_as(CompilerAttrs).compiler)
+            if _is_member_call(node) and any(_is(a, compiler_begin) for a in node.args):
+                name = next(a.attrs_as(CompilerAttrs).compiler for a in node.args if _is(a, compiler_begin))
                 regions._add(node, name)
         # members read members directly inside merged regions: same region
         for node in reversed(nodes):
-            if id(node) in regions.member_of:
-                for a in node.args:  # type: ignore[union-attr]
+            if id(node) in regions.member_of and isinstance(node, Call):  # members are calls
+                for a in node.args:
                     if _is_member_call(a):
                         if id(a) not in regions.member_of:
                             regions._add(a, regions.compiler[regions.member_of[id(node)]])
                         regions.uf.union(regions.member_of[id(node)], regions.member_of[id(a)])
         return regions
 
-    def _add(self, call: Expr, compiler: str) -> None:
+    def _add(self, call: Call, compiler: str) -> None:
         if id(call) not in self.member_of:
             self.member_of[id(call)] = id(call)
             self.compiler[id(call)] = compiler
@@ -113,7 +114,7 @@ def _unit_graph(regions: _Regions) -> tuple[dict[int, set[int]], dict[int, int]]
 
     def source(e: Expr) -> int:
         while _is(e, compiler_begin) or _is(e, compiler_end):
-            e = e.args[0]  # type: ignore[union-attr]
+            e = e.args[0]
         return unit[id(e)]
 
     succ: dict[int, set[int]] = {}
@@ -152,7 +153,7 @@ def merge_regions(func: Function, mod: IRModule | None = None) -> Function:
     for node in regions.nodes:
         if not _is_member_call(node) or regions.region(node) is None:
             continue
-        for a in node.args:  # type: ignore[union-attr]
+        for a in node.args:
             if not (_is(a, compiler_begin) and _is(a.args[0], compiler_end)):
                 continue
             producer = a.args[0].args[0]
@@ -175,17 +176,17 @@ def merge_regions(func: Function, mod: IRModule | None = None) -> Function:
             continue
         if _is_member_call(node) and regions.region(node) is not None:
             args = []
-            for a in node.args:  # type: ignore[union-attr]
+            for a in node.args:
                 if _is(a, compiler_begin) and _is(a.args[0], compiler_end) \
                         and regions.region(a.args[0].args[0]) == regions.region(node):
                     args.append(new[id(a.args[0].args[0])])
                 else:
                     args.append(new[id(a)])
-            new[id(node)] = Call(node.op, tuple(args), node.attrs)  # type: ignore[union-attr]
+            new[id(node)] = Call(node.op, tuple(args), node.attrs)
             continue
         new[id(node)] = rebuild(node, tuple(new[id(k)] for k in kids))
     out = Function(func.params, new[id(func.body)], func.ret_type, func.attrs)
-    return infer_expr(out, mod)  # type: ignore[return-value]
+    return infer_function(out, mod)
 
 
 class MergeCompilerRegions(Pass):
@@ -206,10 +207,10 @@ def _unit_order(regions: _Regions) -> tuple[list[int], dict[int, int], dict[int,
     """
     unit: dict[int, int] = {}
     for node in regions.nodes:
-        r = regions.region(node) if _is_member_call(node) else None
-        if r is not None:
+        r = regions.region(node)
+        if r is not None and _is_member_call(node):
             unit[id(node)] = r
-            for a in node.args:  # type: ignore[union-attr]
+            for a in node.args:
                 if _is(a, compiler_begin):
                     unit[id(a)] = r
     for node in regions.nodes:
@@ -250,9 +251,9 @@ def _outline_regions(func: Function, targets: Mapping[str, Target], prefix: str,
     outputs_of: dict[int, list[Expr]] = {}
     for node in regions.nodes:
         if _is(node, compiler_end):
-            r = regions.region(node.args[0])  # type: ignore[union-attr]
-            if r is not None and node.args[0] not in outputs_of.setdefault(r, []):  # type: ignore[union-attr]
-                outputs_of[r].append(node.args[0])  # type: ignore[union-attr]
+            r = regions.region(node.args[0])
+            if r is not None and node.args[0] not in outputs_of.setdefault(r, []):
+                outputs_of[r].append(node.args[0])
     counter: dict[str, int] = {}
     region_calls: dict[int, Call] = {}
     for u in order:
@@ -261,9 +262,11 @@ def _outline_regions(func: Function, targets: Mapping[str, Target], prefix: str,
             for node in nodes_of[u]:
                 kids = _inputs(node) if not isinstance(node, Function) else ()
                 if _is(node, compiler_end):
-                    r = regions.region(node.args[0])  # type: ignore[union-attr]
-                    call, outs = region_calls[r], outputs_of[r]  # type: ignore[index]
-                    new[id(node)] = call if len(outs) == 1 else TupleGetItem(call, outs.index(node.args[0]))  # type: ignore[union-attr]
+                    r = regions.region(node.args[0])
+                    if r is None:
+                        raise AssertionError("a compiler_end outside every region survived MergeCompilerRegions")
+                    call, outs = region_calls[r], outputs_of[r]
+                    new[id(node)] = call if len(outs) == 1 else TupleGetItem(call, outs.index(node.args[0]))
                 else:
                     new[id(node)] = rebuild(node, tuple(new[id(c)] for c in kids)) if kids else node
             continue
@@ -281,18 +284,18 @@ def _outline_regions(func: Function, targets: Mapping[str, Target], prefix: str,
     return main, functions
 
 
-def _region_function(members: list[Expr], outputs: list[Expr], compiler: str, symbol: str,
+def _region_function(members: list[Call], outputs: list[Expr], compiler: str, symbol: str,
                      target: Target | None, bind_constants: bool) -> tuple[Function, list[Expr]]:
     inputs: list[Expr] = []
-    params: dict[int, Expr] = {}
+    params: dict[int, Var] = {}
     local: dict[int, Expr] = {}
     for m in members:  # topological order
         args = []
-        for a in m.args:  # type: ignore[union-attr]
+        for a in m.args:
             if id(a) in local:
                 args.append(local[id(a)])
                 continue
-            x = a.args[0] if _is(a, compiler_begin) else a  # type: ignore[union-attr]
+            x = a.args[0] if _is(a, compiler_begin) else a
             if bind_constants and isinstance(x, Constant):
                 args.append(x)
                 continue
@@ -300,10 +303,10 @@ def _region_function(members: list[Expr], outputs: list[Expr], compiler: str, sy
                 params[id(x)] = Var(f"{compiler.replace('-', '_')}_in{len(inputs)}", x.checked_type)
                 inputs.append(x)
             args.append(params[id(x)])
-        local[id(m)] = Call(m.op, tuple(args), m.attrs)  # type: ignore[union-attr]
+        local[id(m)] = Call(m.op, tuple(args), m.attrs)
     body = local[id(outputs[0])] if len(outputs) == 1 else Tuple(tuple(local[id(o)] for o in outputs))
     attrs = FuncAttrs(primitive=True, compiler=compiler, global_symbol=symbol, target=target)
-    return Function(tuple(params[id(x)] for x in inputs), body, attrs=attrs), inputs  # type: ignore[arg-type]
+    return Function(tuple(params[id(x)] for x in inputs), body, attrs=attrs), inputs
 
 
 class PartitionGraph(Pass):
@@ -320,5 +323,5 @@ class PartitionGraph(Pass):
         main, functions = _outline_regions(mod.main, self.targets, self.prefix, mod)
         result = mod
         for symbol, fn in functions.items():
-            result = result.with_function(symbol, infer_expr(fn, result))  # type: ignore[arg-type]
-        return result.with_function("main", infer_expr(main, result))  # type: ignore[arg-type]
+            result = result.with_function(symbol, infer_function(fn, result))
+        return result.with_function("main", infer_function(main, result))

@@ -22,7 +22,8 @@ def remove_unused_lets(func: Function) -> Function:
                 return new.body
         return None
 
-    return rewrite(func, visit)  # type: ignore[return-value]
+    body = rewrite(func.body, visit)
+    return func if body is func.body else Function(func.params, body, func.ret_type, func.attrs)
 
 
 def reachable_globals(mod: IRModule, root: str = "main") -> set[str]:

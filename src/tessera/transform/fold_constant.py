@@ -17,7 +17,7 @@ from ..relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
 from ..relay.visitor import rewrite
-from .infer_type import infer_expr
+from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
 
@@ -29,9 +29,10 @@ def _evaluate(call: Call, ty: object) -> Expr | None:
         # a result with no element is known whatever the inputs: no kernel, nothing to evaluate
         # (NumPy references such as a max over an empty array would raise)
         return Constant(np.zeros(ty.shape, dtype=ty.dtype))
-    if not all(isinstance(a, Constant) for a in call.args):
+    constants = [a for a in call.args if isinstance(a, Constant)]
+    if len(constants) != len(call.args):
         return None
-    args = [np.asarray(a.data) for a in call.args]  # type: ignore[union-attr]
+    args = [np.asarray(c.data) for c in constants]
     value = op.reference(args, call.attrs)
     if isinstance(value, tuple):
         return Tuple(tuple(Constant(np.asarray(v)) for v in value))
@@ -49,7 +50,7 @@ def fold_expr(expr: Expr) -> Expr:
             if folded is not None:
                 # keep the dtype the type relation promised
                 ty = old.checked_type_
-                if isinstance(folded, Constant) and ty is not None and hasattr(ty, "dtype"):
+                if isinstance(folded, Constant) and isinstance(ty, TensorType):
                     data = folded.data
                     if data.dtype.name != ty.dtype or data.shape != ty.shape:
                         folded = Constant(np.asarray(data, dtype=ty.dtype).reshape(ty.shape))
@@ -66,6 +67,6 @@ class FoldConstant(FunctionPass):
     opt_level = 1
 
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
-        typed = infer_expr(func, mod)
+        typed = infer_function(func, mod)
         folded = fold_expr(typed)
-        return infer_expr(folded, mod)  # type: ignore[return-value]
+        return infer_function(folded, mod)

@@ -26,7 +26,7 @@ from ..relay.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Va
 from ..relay.module import IRModule
 from ..relay.ty import TupleType
 from ..relay.visitor import post_order
-from .infer_type import infer_expr
+from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 from .plan_devices import device_attrs, take_placement
 
@@ -74,10 +74,9 @@ def plan_groups(body: Expr, allow_fusion: bool = True,
             consumers[id(child)] = consumers.get(id(child), 0) + 1
     groups: dict[int, _Group] = {}
     for node in nodes:
-        if not _is_op_call(node):
+        if not (isinstance(node, Call) and isinstance(node.op, Op)):
             continue
-        assert isinstance(node, Call)
-        pattern = node.op.pattern  # type: ignore[union-attr]
+        pattern = node.op.pattern
         target = None
         device = device_of.get(id(node))
         if allow_fusion:
@@ -132,7 +131,7 @@ def fuse_function(func: Function, mod: IRModule | None = None, allow_fusion: boo
 
     With `allow_fusion=False` each call gets a function of its own.
     """
-    func = infer_expr(func, mod)  # type: ignore[assignment]
+    func = infer_function(func, mod)
     body, device_of = take_placement(func.body)
     groups = plan_groups(body, allow_fusion, device_of)
     rebuilt: dict[int, Expr] = {}
@@ -150,12 +149,12 @@ def fuse_function(func: Function, mod: IRModule | None = None, allow_fusion: boo
         elif isinstance(node, TupleGetItem):
             rebuilt[id(node)] = TupleGetItem(rebuilt[id(node.tuple_value)], node.index)
         elif isinstance(node, Call):
-            rebuilt[id(node)] = Call(rebuilt[id(node.op)] if not isinstance(node.op, Op) else node.op,
-                                     tuple(rebuilt[id(a)] for a in node.args), node.attrs)
+            # a called Function or GlobalVar is a leaf of this walk, kept as it is
+            rebuilt[id(node)] = Call(node.op, tuple(rebuilt[id(a)] for a in node.args), node.attrs)
         else:
             raise NotImplementedError(f"FuseOps: unexpected {type(node).__name__} in a dataflow graph")
     new = Function(func.params, rebuilt[id(body)], func.ret_type, func.attrs)
-    return infer_expr(new, mod)  # type: ignore[return-value]
+    return infer_function(new, mod)
 
 
 class FuseOps(FunctionPass):

@@ -31,8 +31,7 @@ def global_type(mod: IRModule | None, gv: GlobalVar) -> FuncType:
         return primfunc_type(func)
     ty = func.checked_type_
     if ty is None:
-        func = infer_expr(func, mod)
-        ty = func.checked_type
+        ty = infer_function(func, mod).checked_type
     assert isinstance(ty, FuncType)
     return ty
 
@@ -114,6 +113,14 @@ def infer_expr(expr: Expr, mod: IRModule | None = None, incremental: bool = Fals
     return rewrite(expr, visit, is_leaf=is_leaf)
 
 
+def infer_function(func: Expr, mod: IRModule | None = None, incremental: bool = False) -> Function:
+    """`infer_expr` for a function, or a rewrite of one that must still be one."""
+    typed = infer_expr(func, mod, incremental)
+    if not isinstance(typed, Function):
+        raise TypeError(f"expected a Function, got {type(typed).__name__}")
+    return typed
+
+
 class InferType(Pass):
     name = "InferType"
     opt_level = 0
@@ -122,7 +129,7 @@ class InferType(Pass):
         result = mod
         for gv, func in mod.items():
             if isinstance(func, Function):
-                typed = infer_expr(func, result)
+                typed = infer_function(func, result)
                 if typed is not func:
                     result = result.with_function(gv, typed)
         return result

@@ -14,13 +14,13 @@ from ..target.target import Target
 from .annotate_target import AnnotateTarget
 from .compiler_regions import MergeCompilerRegions, PartitionGraph
 from .merge_composite import MergeComposite
-from .pass_infra import PassContext, Sequential
+from .pass_infra import Pass, PassContext, Sequential
 
 
 def partition_for(mod: IRModule, target: Target, ctx: PassContext | None = None,
                   prefix: str = "tsgen_") -> IRModule:
     ctx = ctx or PassContext.current()
-    passes = []
+    passes: list[Pass] = []
     if target.kind.pattern_table:
         passes.append(MergeComposite(target.kind.pattern_table))
     passes += [AnnotateTarget([target]), MergeCompilerRegions(),

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from ..errors import TesseraError, did_you_mean, format_choices
-from ..op.annotation import HOST, device_copy, on_target, on_target_op
+from ..op.annotation import HOST, OnTargetAttrs, device_copy, on_target, on_target_op
 from ..op.registry import Op, OpPattern
 from ..relay.expr import Call, Constant, Expr, FuncAttrs, Function, GlobalVar, Tuple, TupleGetItem, Var
 from ..relay.module import IRModule
@@ -132,7 +133,7 @@ def pin_function(func: Function, piece: str) -> Function:
     return Function(func.params, func.body, func.ret_type, func.attrs.with_(extra=extra))
 
 
-def _is_pin(e: Expr) -> bool:
+def _is_pin(e: Expr) -> TypeGuard[Call]:
     return isinstance(e, Call) and e.op is on_target_op
 
 
@@ -152,24 +153,28 @@ def expand_function_pins(func: Function, mod: IRModule | None) -> Function:
     """Function pins as call-site pins: pinned callees are inlined, a pinned `func` pins its own calls."""
 
     def callee(call: Call) -> Function | None:
-        target = call.op
-        if isinstance(target, GlobalVar) and mod is not None and target in mod:
-            target = mod[target]
+        op = call.op
+        target = mod[op] if isinstance(op, GlobalVar) and mod is not None and op in mod else op
         if isinstance(target, Function) and PIN_ATTR in target.attrs.extra and not target.attrs.primitive:
             return target
         return None
 
     def visit(old: Expr, new: Expr) -> Expr | None:
-        inner = callee(new) if isinstance(new, Call) else None
+        if not isinstance(new, Call):
+            return None
+        inner = callee(new)
         if inner is None:
             return None
         inner = expand_function_pins(inner, mod)  # nested pins first
-        return substitute(inner.body, {id(p): a for p, a in zip(inner.params, new.args)})  # type: ignore[union-attr]
+        return substitute(inner.body, {id(p): a for p, a in zip(inner.params, new.args)})
 
     body = rewrite(func.body, visit, into_functions=False)
     attrs = func.attrs
     if PIN_ATTR in attrs.extra:
-        body = _pin_unpinned(body, attrs.extra[PIN_ATTR])
+        piece = attrs.extra[PIN_ATTR]
+        if not isinstance(piece, str):
+            raise TesseraError(f"a function pin names a piece, got {piece!r}; use pin_function(func, 'name')")
+        body = _pin_unpinned(body, piece)
         attrs = attrs.with_(extra={k: v for k, v in attrs.extra.items() if k != PIN_ATTR})
     return Function(func.params, body, func.ret_type, attrs)
 
@@ -238,7 +243,8 @@ class DevicePlanner:
 
     def plan(self, func: Function) -> Function:
         body = func.body
-        pins = {id(p.args[0]): p.attrs.target for p in post_order(body, into_functions=False) if _is_pin(p)}
+        pins = {id(p.args[0]): p.attrs_as(OnTargetAttrs).target
+                for p in post_order(body, into_functions=False) if _is_pin(p)}
         new: dict[int, Expr] = {}
         where: dict[int, Piece | None] = {}  # id(new value) -> piece holding it (None: constants)
 
@@ -248,32 +254,31 @@ class DevicePlanner:
 
         for node in post_order(body, into_functions=False):
             if _is_pin(node):
-                new[id(node)] = new[id(node.args[0])]  # type: ignore[union-attr]
+                new[id(node)] = new[id(node.args[0])]
             elif isinstance(node, Var):
                 new[id(node)] = node
                 where[id(node)] = self.host  # inputs arrive in the host's memory
             elif isinstance(node, (Constant, Function, GlobalVar)) or isinstance(node, Op):
                 new[id(node)] = node
             elif isinstance(node, Call) and isinstance(node.op, Op):
-                args = [located(a) for a in node.args]
-                piece = self.choose(node, pins.get(id(node)), [p for _, p in args if p is not None])
-                moved = tuple(self.move(a, p, piece) for a, p in args)
+                sources = [located(a) for a in node.args]
+                piece = self.choose(node, pins.get(id(node)), [p for _, p in sources if p is not None])
+                moved = tuple(self.move(a, p, piece) for a, p in sources)
                 result = on_target(Call(node.op, moved, node.attrs), piece.name)
                 new[id(node)] = result
                 where[id(result)] = piece
             elif isinstance(node, Call):  # a partition or other function: the host calls it
                 args = tuple(self.move(*located(a), self.host) for a in node.args)
-                op = new.get(id(node.op), node.op)
-                result = Call(op, args, node.attrs)
+                result = Call(node.op, args, node.attrs)  # a called Function or GlobalVar stays as it is
                 new[id(node)] = result
                 where[id(result)] = self.host
             elif isinstance(node, Tuple):
                 new[id(node)] = Tuple(tuple(new[id(f)] for f in node.fields))
             elif isinstance(node, TupleGetItem):
-                tup, piece = located(node.tuple_value)
+                tup, holder = located(node.tuple_value)
                 item = TupleGetItem(tup, node.index)
                 new[id(node)] = item
-                where[id(item)] = piece
+                where[id(item)] = holder
             else:
                 raise TesseraError(f"PlanDevices: unexpected {type(node).__name__} in a dataflow graph")
         return Function(func.params, self._to_host(new[id(body)], where), func.ret_type, func.attrs)
@@ -288,7 +293,7 @@ class DevicePlanner:
 def resolve_policy(ctx: PassContext) -> DevicePolicy:
     chosen = ctx.config.get(POLICY_CONFIG, "fastest_for_compute")
     if callable(chosen):
-        return chosen  # type: ignore[return-value]
+        return chosen
     if chosen not in DEVICE_POLICIES:
         raise TesseraError(f"unknown device policy {chosen!r}{did_you_mean(str(chosen), DEVICE_POLICIES)}; "
                            f"registered: {format_choices(DEVICE_POLICIES)}")
@@ -318,8 +323,8 @@ def take_placement(body: Expr) -> tuple[Expr, dict[int, str]]:
 
     def visit(old: Expr, new: Expr) -> Expr | None:
         if _is_pin(new):
-            inner = new.args[0]  # type: ignore[union-attr]
-            device_of[id(inner)] = new.attrs.target  # type: ignore[union-attr]
+            inner = new.args[0]
+            device_of[id(inner)] = new.attrs_as(OnTargetAttrs).target
             return inner
         if new is not old and new.checked_type_ is None and old.checked_type_ is not None:
             return new.with_type(old.checked_type_)

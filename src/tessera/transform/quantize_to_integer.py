@@ -41,12 +41,13 @@ from ..op.nn import conv as conv_ops
 from ..op.nn import matmul as mm
 from ..op.nn import pool
 from ..op.nn.pool import PoolAttrs
+from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
 from ..relay.visitor import rewrite
 from .fold_constant import fold_expr
-from .infer_type import infer_expr
+from .infer_type import infer_expr, infer_function
 from .pass_infra import FunctionPass, PassContext
 
 
@@ -82,10 +83,17 @@ def _dequantized(e: Expr, dtype: str = "int8") -> Dequantized | None:
     if not isinstance(ty, TensorType) or ty.dtype != dtype:
         return None
     return Dequantized(x, scale.data.astype(np.float64).reshape(-1), zp.data.astype(np.int64).reshape(-1),
-                       e.attrs.axis)
+                       e.attrs_as(qnn.DequantizeAttrs).axis)
 
 
-def _call(e: Expr, *ops) -> Call | None:
+def _shape(e: Expr) -> tuple[int, ...]:
+    ty = e.checked_type
+    if not isinstance(ty, TensorType):
+        raise TypeError(f"expected a tensor, got {ty}")
+    return ty.shape
+
+
+def _call(e: Expr, *ops: Op) -> Call | None:
     return e if isinstance(e, Call) and e.op in ops else None
 
 
@@ -129,7 +137,7 @@ def _requant(out_scale: float, out_zp: int, multipliers: np.ndarray, relu: bool)
     return qnn.Requant(shift, out_zp, lo, qnn.INT8[1]), Constant(m.astype(np.int32))
 
 
-def _split_bias(y: Expr, product_ops) -> tuple[Call | None, Expr | None]:
+def _split_bias(y: Expr, product_ops: tuple[Op, ...]) -> tuple[Call | None, Expr | None]:
     add = _call(y, ew.add)
     if add is not None:
         for k in (0, 1):
@@ -157,7 +165,7 @@ def _conv(y: Expr, out: Dequantized) -> Expr | None:
     folded = bias.astype(np.int64) - x.zp * qnn.weight_sums(w)  # raw products: see qnn.conv2d
     if np.abs(folded).max() >= 2**31:
         return None
-    attrs = qnn.QConvAttrs(conv.attrs, (w.shape[2], w.shape[3]), x.zp, requant)
+    attrs = qnn.QConvAttrs(conv.attrs_as(conv_ops.ConvAttrs), (w.shape[2], w.shape[3]), x.zp, requant)
     return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), Constant(folded.astype(np.int32)), mult),
                 attrs)
 
@@ -168,7 +176,7 @@ def _dense(y: Expr, out: Dequantized) -> Expr | None:
     if prod is None:
         return None
     x = _dequantized(prod.args[0])
-    if x is None or not x.per_tensor or len(x.x.checked_type.shape) != 2:  # type: ignore[union-attr]
+    if x is None or not x.per_tensor or len(_shape(x.x)) != 2:
         return None
     transposed = prod.op is mm.matmul  # matmul's weight is (K, N)
     weight = _weight(_dequantized(prod.args[1]), 1 if transposed else 0)
@@ -210,13 +218,14 @@ def _avg_pool(y: Expr, out: Dequantized) -> Expr | None:
     x = _dequantized(call.args[0])
     if x is None or not x.per_tensor:
         return None
-    shape = x.x.checked_type.shape  # type: ignore[union-attr]
+    shape = _shape(x.x)
     if call.op is red.mean:
-        if len(shape) != 4 or sorted(a % 4 for a in call.attrs.axes) != [2, 3] or not call.attrs.keepdims:
+        reduce_attrs = call.attrs_as(red.ReduceAttrs)
+        if len(shape) != 4 or sorted(a % 4 for a in reduce_attrs.axes) != [2, 3] or not reduce_attrs.keepdims:
             return None
         attrs = PoolAttrs(kernel=tuple(shape[2:]), strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1))
     else:
-        attrs = call.attrs
+        attrs = call.attrs_as(PoolAttrs)
         if any(attrs.padding) or attrs.ceil_mode or any(d != 1 for d in attrs.dilation):
             return None
     count = int(np.prod(attrs.kernel))
@@ -240,12 +249,13 @@ _RULES = (_conv, _dense, _add, _avg_pool, _injective)
 
 def _to_integer(q: Call) -> Expr | None:
     _, scale, zp = q.args
-    if q.attrs.out_dtype != "int8" or not isinstance(scale, Constant) or not isinstance(zp, Constant):
+    attrs = q.attrs_as(qnn.QuantizeAttrs)
+    if attrs.out_dtype != "int8" or not isinstance(scale, Constant) or not isinstance(zp, Constant):
         return None
     if scale.data.size != 1:
         return None
     out = Dequantized(q.args[0], scale.data.astype(np.float64).reshape(-1), zp.data.astype(np.int64).reshape(-1),
-                      q.attrs.axis)
+                      attrs.axis)
     for rule in _RULES:
         result = rule(q.args[0], out)
         if result is not None:
@@ -254,22 +264,26 @@ def _to_integer(q: Call) -> Expr | None:
 
 
 def quantize_to_integer(func: Function, mod: IRModule | None = None) -> Function:
-    func = infer_expr(func, mod)  # type: ignore[assignment]
+    func = infer_function(func, mod)
 
     def visit(old: Expr, new: Expr) -> Expr | None:
         if isinstance(new, Call) and new.op is qnn.quantize:
-            result = _to_integer(infer_expr(new, mod, incremental=True))  # type: ignore[arg-type]
+            typed = infer_expr(new, mod, incremental=True)
+            result = _to_integer(typed) if isinstance(typed, Call) else None
             return None if result is None else infer_expr(result, mod, incremental=True)
         return None
 
-    func = infer_expr(rewrite(func, visit), mod)  # type: ignore[assignment]
+    func = infer_function(rewrite(func, visit), mod)
 
     def fold_weights(old: Expr, new: Expr) -> Expr | None:
-        if isinstance(new, Call) and new.op is qnn.dequantize and all(isinstance(a, Constant) for a in new.args):
-            return Constant(qnn.dequantize.reference([a.data for a in new.args], new.attrs))  # type: ignore[union-attr]
-        return None
+        if not (isinstance(new, Call) and new.op is qnn.dequantize):
+            return None
+        constants = [a.data for a in new.args if isinstance(a, Constant)]
+        if len(constants) != len(new.args):
+            return None
+        return Constant(np.asarray(qnn.dequantize.reference(constants, new.attrs)))
 
-    return infer_expr(fold_expr(rewrite(func, fold_weights)), mod)  # type: ignore[return-value]
+    return infer_function(fold_expr(rewrite(func, fold_weights)), mod)
 
 
 class QuantizeToInteger(FunctionPass):

@@ -23,7 +23,7 @@ from ..relay.module import IRModule
 from ..relay.ty import TensorType
 from ..relay.visitor import post_order, rewrite
 from .fold_constant import fold_expr
-from .infer_type import infer_expr
+from .infer_type import infer_expr, infer_function
 from .pass_infra import FunctionPass, PassContext
 
 _CONVS = set(conv_ops.CONV_BY_RANK.values())
@@ -32,7 +32,7 @@ _CONVS = set(conv_ops.CONV_BY_RANK.values())
 def _expand_batch_norm(old: Call, call: Call) -> Expr:
     """`call` (children rewritten) as multiply-add; types come from `old`."""
     x, gamma, beta, mean, var = call.args
-    attrs = call.attrs
+    attrs = call.attrs_as(norm_ops.BatchNormAttrs)
     ty = old.args[0].checked_type
     assert isinstance(ty, TensorType)
     axis = attrs.axis % ty.ndim
@@ -125,13 +125,14 @@ def _reassociate(old: Expr, new: Expr, uses: dict[int, int]) -> Expr | None:
     (x + b1) + b2 -> x + (b1 + b2)
     Only when the inner call has no other reader, so nothing is computed twice.
     """
-    if not (isinstance(new, Call) and new.op in (elemwise.multiply, elemwise.add) and len(new.args) == 2):
+    if not (isinstance(old, Call) and isinstance(new, Call)  # `new` is `old` with its children rewritten
+            and new.op in (elemwise.multiply, elemwise.add) and len(new.args) == 2):
         return None
     outer = _constant_operand(new)
     if outer is None:
         return None
     k, c = outer
-    inner_old, inner = old.args[k], new.args[k]  # type: ignore[union-attr]
+    inner_old, inner = old.args[k], new.args[k]
     if not isinstance(inner, Call) or uses.get(id(inner_old), 0) != 1 or len(inner.args) != 2:
         return None
     inner_const = _constant_operand(inner)
@@ -148,16 +149,16 @@ def _reassociate(old: Expr, new: Expr, uses: dict[int, int]) -> Expr | None:
 
 
 def simplify_expr(func: Function, mod: IRModule | None = None) -> Function:
-    func = infer_expr(func, mod)  # type: ignore[assignment]
+    func = infer_function(func, mod)
 
     def expand(old: Expr, new: Expr) -> Expr | None:
-        if isinstance(new, Call) and new.op is norm_ops.batch_norm:
-            return _expand_batch_norm(old, new)  # type: ignore[arg-type]
+        if isinstance(old, Call) and isinstance(new, Call) and new.op is norm_ops.batch_norm:
+            return _expand_batch_norm(old, new)
         return None
 
-    func = infer_expr(fold_expr(infer_expr(rewrite(func, expand), mod)), mod)  # type: ignore[assignment]
+    func = infer_function(fold_expr(infer_expr(rewrite(func, expand), mod)), mod)
     uses = _use_counts(func)
-    func = infer_expr(rewrite(func, lambda old, new: _reassociate(old, new, uses)), mod)  # type: ignore[assignment]
+    func = infer_function(rewrite(func, lambda old, new: _reassociate(old, new, uses)), mod)
     uses = _use_counts(func)
 
     def fold(old: Expr, new: Expr) -> Expr | None:
@@ -165,9 +166,9 @@ def simplify_expr(func: Function, mod: IRModule | None = None) -> Function:
             return _fold_scale(old, new, uses)
         return None
 
-    func = infer_expr(rewrite(func, fold), mod)  # type: ignore[assignment]
+    func = infer_function(rewrite(func, fold), mod)
     uses = _use_counts(func)  # the folds leave bias adds next to each other: merge them
-    return infer_expr(rewrite(func, lambda old, new: _reassociate(old, new, uses)), mod)  # type: ignore[return-value]
+    return infer_function(rewrite(func, lambda old, new: _reassociate(old, new, uses)), mod)
 
 
 class SimplifyInference(FunctionPass):
@@ -194,4 +195,4 @@ class DenseToMatmul(FunctionPass):
             return None
 
         out = rewrite(func, visit)
-        return infer_expr(fold_expr(infer_expr(out, mod)), mod)  # type: ignore[return-value]
+        return infer_function(fold_expr(infer_expr(out, mod)), mod)

@@ -14,11 +14,19 @@ read-only memory (flash) without gcc parsing megabytes of literals.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from ... import dtype as dt
 from ...codegen.names import assembler_string, comment_text, string_literal
 from .c_names import tensor_fields
 from .executor import executor_name
+from ..memory_plan import PoolPlan
 from .plan import AotProgram
+
+
+class Named(Protocol):  # an AotProgram, or a Signature of a loaded one
+    @property
+    def name(self) -> str: ...
 
 _DTYPE_CODES = {"int": "TS_DTYPE_INT", "uint": "TS_DTYPE_UINT", "float": "TS_DTYPE_FLOAT", "bool": "TS_DTYPE_BOOL"}
 
@@ -35,7 +43,7 @@ def params_file(program: AotProgram) -> str:
     return f"tsgen_{program.name}_params.bin"
 
 
-def header_name(program: AotProgram) -> str:
+def header_name(program: Named) -> str:
     return f"tsgen_{program.name}.h"
 
 
@@ -124,7 +132,7 @@ def _pool_macro(program: AotProgram, pool: str, what: str) -> str:
     return _macro(program, pool, what)
 
 
-def _pool_comment(pool) -> str:
+def _pool_comment(pool: PoolPlan) -> str:
     limit = f", limit {pool.spec.size_bytes}" if pool.spec.size_bytes is not None else ""
     return f"pool '{comment_text(pool.name)}': intermediate tensors and kernel scratch{limit}"
 

@@ -19,6 +19,8 @@ import numpy as np
 
 from ...util.version import __version__
 from ...crt import INCLUDE_DIR, source as crt_source
+from ...relay.module import IRModule
+from ...target.named import CompilationConfig
 from ...target.target import Target
 from ...target.toolchain import SourceFile, Toolchain
 from .mlf_archive import with_manifest, write_folder, write_tar
@@ -56,10 +58,10 @@ class AotLibrary:
     relay_text: str = ""
     python_seconds: float = 0.0
     source_model: bytes | None = None  # the ONNX model it came from, kept for `tessera run --check`
-    partitioned_mod: object = None  # the Relay module after partitioning, for reports
+    partitioned_mod: IRModule | None = None  # the Relay module after partitioning, for reports
     link_flags: list[str] = field(default_factory=lambda: ["-lm"])  # what the final link needs
     pieces: dict[str, PieceCode] = field(default_factory=dict)  # named pieces other than the host
-    config: object = None  # the CompilationConfig of a named compilation
+    config: CompilationConfig | None = None  # the named pieces of a named compilation
 
     @property
     def name(self) -> str:
@@ -117,10 +119,10 @@ class AotLibrary:
     def _targets(self) -> dict[str, object]:
         if self.config is None:
             return {"host": str(self.target)}
-        host_name = self.config.host_name  # type: ignore[attr-defined]
+        host_name = self.config.host_name
         return {name: {"target": str(t), "folder": "codegen/host" if name == host_name else f"codegen/{name}",
                        "host": name == host_name}
-                for name, t in self.config.pieces.items()}  # type: ignore[attr-defined]
+                for name, t in self.config.pieces.items()}
 
     def compile_pieces(self, workdir: Path) -> dict[str, list[Path]]:
         """Compile each piece's kernels with that piece's own toolchain; piece -> object files.
@@ -129,7 +131,7 @@ class AotLibrary:
         board run links one image for the board's CPU; this is how a
         multi-core build would compile each core's share.)
         """
-        host_name = self.config.host_name if self.config is not None else "host"  # type: ignore[attr-defined]
+        host_name = self.config.host_name if self.config is not None else "host"
         shares = [(host_name, self.toolchain, self.kernel_sources)]
         shares += [(p.name, p.toolchain, p.sources) for p in self.pieces.values()]
         objects: dict[str, list[Path]] = {}

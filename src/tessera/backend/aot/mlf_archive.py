@@ -108,7 +108,10 @@ def _read_tar(path: Path) -> dict[str, bytes]:
                                         "Format tarball holds only files and folders")
                 if name in files:
                     raise ArtifactError(f"{path}: member {name!r} appears twice")
-                data = tar.extractfile(member).read()  # type: ignore[union-attr]
+                extracted = tar.extractfile(member)
+                if extracted is None:  # not expected for a regular file
+                    raise ArtifactError(f"{path}: member {name!r} cannot be read")
+                data = extracted.read()
                 if len(data) != member.size:
                     raise ArtifactError(f"{path}: member {name!r} is cut short: truncated archive")
                 files[name] = data
@@ -191,11 +194,13 @@ def parse_metadata(data: bytes, source: str) -> dict:
         if not ok:
             raise ArtifactError(f"{source}: {what}")
 
-    require(isinstance(meta, dict), f"got a JSON {type(meta).__name__}, expected an object")
+    if not isinstance(meta, dict):
+        raise ArtifactError(f"{source}: got a JSON {type(meta).__name__}, expected an object")
     require(isinstance(meta.get("model_name"), str) and meta["model_name"] != "", "expected a 'model_name' string")
     for group in ("inputs", "outputs"):
         tensors = meta.get(group)
-        require(isinstance(tensors, list), f"expected '{group}': a list of tensors")
+        if not isinstance(tensors, list):
+            raise ArtifactError(f"{source}: expected '{group}': a list of tensors")
         for k, t in enumerate(tensors):
             where = f"{group}[{k}]"
             require(isinstance(t, dict) and isinstance(t.get("name"), str),

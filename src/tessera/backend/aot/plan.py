@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...relay.expr import Function
 from ...relay.module import IRModule
 from ...tir.expr import IntImm
 from ...tir.stmt import Allocate, PrimFunc, Return, walk_stmts
@@ -88,13 +89,19 @@ def build_program(mod: IRModule, name: str, options: MemoryOptions | None = None
     for t in program.params:
         t.offset = offset
         offset = align_up(offset + t.nbytes, PARAM_ALIGNMENT)
-    names = list(mod.main.attrs.extra.get("output_names", ()))
+    names = _output_names(mod.main)
     outputs = _mark_outputs(program.results, program.steps, names)
     planned = plan_program_memory(program, options, host_kind)
     workspace = {k: kernel_workspace(f, options.alignment) for k, f in program.kernels.items()}
     return AotProgram(name, program.inputs, outputs, program.params, program.pooled(), program.steps,
                       program.kernels, planned, {k: v for k, v in workspace.items() if v},
                       program.order_strategy)
+
+
+def _output_names(main: Function) -> list[str]:
+    """The output names the ONNX importer recorded on `main` (none for hand-built modules)."""
+    names = main.attrs.extra.get("output_names", ())
+    return [str(n) for n in names] if isinstance(names, tuple) else []
 
 
 def _output_name(k: int, count: int, names: list[str]) -> str:

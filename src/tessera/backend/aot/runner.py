@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +28,11 @@ from ...target.toolchain import SourceFile, Toolchain, cache_dir, link_shared_li
 from ...util.atomic import TEMP_PREFIX, atomic_directory
 from .harness import main_source, parse_outputs
 from .mlf_archive import unpack
+
+if TYPE_CHECKING:  # loaded only for a board run
+    from ...micro.boards import Board
+    from ...micro.build import ElfImage, SectionSizes
+    from ...micro.qemu import QemuResult
 
 
 @dataclass(frozen=True)
@@ -85,8 +91,8 @@ class Signature:
 @dataclass
 class BoardRun:
     board: str
-    sizes: object  # tessera.micro.build.SectionSizes
-    qemu: object  # tessera.micro.qemu.QemuResult
+    sizes: SectionSizes
+    qemu: QemuResult
     seconds: float
     inference_instructions: int | None = None  # one run of the model, start-up and printing excluded
 
@@ -167,7 +173,7 @@ def run_on_host(folder: Path, sig: Signature, inputs: Sequence[np.ndarray], tool
     return parse_outputs(sig, run.stdout)
 
 
-def check_fits(metadata: dict, board) -> None:
+def check_fits(metadata: dict[str, Any], board: Board) -> None:
     """Fail before compiling when weights or pools cannot fit the board's memories."""
     pools = sum(p["size_bytes"] for p in metadata.get("pools", ()))
     needs = (("weights", metadata.get("params_bytes", 0), board.weights_region),
@@ -205,7 +211,7 @@ def run_on_board(folder: Path, sig: Signature, board: str, inputs: Sequence[np.n
     flags = [*include_flags(folder), f"-DTSGEN_{sig.name.upper()}_POOL_ATTRIBUTE={arena}"]
     units = _units(folder, main)
 
-    def build_and_run(repeat: int):
+    def build_and_run(repeat: int) -> tuple[ElfImage, QemuResult]:
         # TS_REPEAT only changes main.c, but flags key the cache: pass it in the source instead
         unit = [SourceFile(u.name, f"#define TS_REPEAT {repeat}\n{u.text}") if u.name == "main.c" else u
                 for u in units]
@@ -222,6 +228,8 @@ def run_on_board(folder: Path, sig: Signature, board: str, inputs: Sequence[np.n
     if count_instructions:
         # the same program running the model twice: the difference is exactly one inference
         _, twice = build_and_run(2)
+        if twice.instructions is None or result.instructions is None:
+            raise RuntimeExecutionError(f"AOT model {sig.name} on {board}: QEMU printed no instruction count")
         per_inference = twice.instructions - result.instructions
     run = BoardRun(board, size(elf), result, time.perf_counter() - start, per_inference)
     shutil.rmtree(work, ignore_errors=True)

@@ -28,8 +28,8 @@ from ...relay.module import IRModule
 from ...relay.ty import TensorType
 from ...relay.visitor import free_vars, substitute
 from ...transform.fold_constant import fold_expr
-from ...transform.infer_type import infer_expr
-from .registry import CONVERTERS, DEFAULT_DOMAIN
+from ...transform.infer_type import infer_expr, infer_function
+from .registry import CONVERTERS, DEFAULT_DOMAIN, Converter
 from .validate import check_constant_operands, check_opsets, check_unique_names
 
 ONNX_DTYPES: dict[int, str] = {
@@ -94,9 +94,10 @@ class Node:
         return default
 
     def input(self, k: int) -> Expr:
-        if k >= len(self.inputs) or self.inputs[k] is None:
+        value = self.inputs[k] if k < len(self.inputs) else None
+        if value is None:
             raise self.error(f"missing required input #{k}")
-        return self.inputs[k]  # type: ignore[return-value]
+        return value
 
     def optional_input(self, k: int) -> Expr | None:
         return self.inputs[k] if k < len(self.inputs) else None
@@ -256,9 +257,9 @@ class GraphImporter:
         params = [v for v in self.param_vars if id(v) in used]
         attrs = FuncAttrs(extra={"output_names": tuple(o.name for o in self.graph.output)})
         func = Function(tuple(self.input_vars + params), body, attrs=attrs)
-        func = infer_expr(func)
+        func = infer_function(func)
         param_values = {v.name_hint: self.params[v.name_hint] for v in params}
-        return IRModule.from_expr(func), param_values  # type: ignore[arg-type]
+        return IRModule.from_expr(func), param_values
 
     def _read_initializers(self) -> None:
         for init in self.graph.initializer:
@@ -352,8 +353,9 @@ class GraphImporter:
             model = onnx.ModelProto()
             model.CopyFrom(self.model)
             for vi in model.graph.input:
-                if vi.name in self.env and isinstance(self.env[vi.name], Var):
-                    ty = self.env[vi.name].type_annotation
+                value = self.env.get(vi.name)
+                ty = value.type_annotation if isinstance(value, Var) else None
+                if isinstance(ty, TensorType):  # inputs are annotated tensors
                     dims = vi.type.tensor_type.shape.dim
                     del dims[:]
                     for d in ty.shape:
@@ -370,7 +372,7 @@ class GraphImporter:
                     self._inferred[vi.name] = TensorType(tuple(dims), ONNX_DTYPES[tt.elem_type])
         return self._inferred
 
-    def _opaque_converter(self, proto: onnx.NodeProto):
+    def _opaque_converter(self, proto: onnx.NodeProto) -> Converter:
         from ...op.onnx_opaque import opaque
 
         def convert(node: Node, ctx: ImportContext) -> list[Expr]:
@@ -418,7 +420,7 @@ def from_onnx(
 
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
         try:
-            model = onnx.load(model)  # type: ignore[arg-type]
+            model = onnx.load(model)
         except Exception as err:
             raise ConversionError(f"cannot read ONNX model {model!r}: {err}") from None
     if not isinstance(model, onnx.ModelProto):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, TypeVar, Union
 
 from ...errors import UnsupportedOperatorError, format_choices
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 ConverterResult = Union["Expr", list["Expr"], tuple["Expr", ...]]
 Converter = Callable[["Node", "ImportContext"], ConverterResult]
+ConverterT = TypeVar("ConverterT", bound=Converter)  # registering keeps a converter's own signature
 
 DEFAULT_DOMAIN = ""
 
@@ -41,8 +42,9 @@ class ConverterRegistry:
     def __init__(self) -> None:
         self._entries: dict[tuple[str, str], list[_Entry]] = {}
 
-    def register(self, op_type: str, since: int = 1, domain: str = DEFAULT_DOMAIN) -> Callable[[Converter], Converter]:
-        def wrap(fn: Converter) -> Converter:
+    def register(self, op_type: str, since: int = 1,
+                 domain: str = DEFAULT_DOMAIN) -> Callable[[ConverterT], ConverterT]:
+        def wrap(fn: ConverterT) -> ConverterT:
             entries = self._entries.setdefault((domain, op_type), [])
             if any(e.since == since for e in entries):
                 raise ValueError(f"converter for {op_type} since opset {since} registered twice")

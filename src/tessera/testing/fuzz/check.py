@@ -87,8 +87,12 @@ def run_tessera(case: Case) -> list[np.ndarray]:
     from tessera.frontend.onnx import from_onnx
 
     mod, params = from_onnx(case.model)
-    lib = build(mod, params=params, executor=case.executor)
-    outputs = lib.run_host(list(case.feeds.values())) if case.executor == "aot" else lib(*case.feeds.values())
+    if case.executor == "aot":
+        outputs = build(mod, params=params, executor="aot").run_host(list(case.feeds.values()))
+    elif case.executor == "graph":
+        outputs = build(mod, params=params, executor="graph")(*case.feeds.values())
+    else:
+        raise ValueError(f"unknown executor {case.executor!r} in a fuzz case; expected 'graph' or 'aot'")
     return [np.asarray(o) for o in outputs]
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, TypeVar
+from typing import Protocol, TypedDict, TypeVar, Unpack
 
 import numpy as np
 import onnx
@@ -113,7 +113,19 @@ class Value:
         return max(abs(self.lo), abs(self.hi))
 
 
-def facts(dtype: str, lo: float, hi: float, finite: bool, tol: float) -> dict[str, object]:
+class Facts(TypedDict, total=False):
+    """What an operator's rule derived about one output (the `Value` fields of the same names).
+
+    A missing entry means "unknown": the `Value` default applies.
+    """
+
+    lo: float
+    hi: float
+    finite: bool
+    tol: float
+
+
+def facts(dtype: str, lo: float, hi: float, finite: bool, tol: float) -> Facts:
     """Normalised Value facts: bounds past the dtype's range mean overflow."""
     if dtype == "bool":
         return {"lo": 0.0, "hi": 1.0, "finite": True, "tol": 0.0}
@@ -134,6 +146,15 @@ class Feed:
 
     value: Value
     data: np.ndarray
+
+
+class LeafOptions(TypedDict, total=False):
+    """What `GraphBuilder.operand` passes on to `leaf` when it makes a new value."""
+
+    lo: float | None
+    hi: float | None
+    nonzero: bool
+    constant_ok: bool
 
 
 class GraphBuilder:
@@ -223,7 +244,7 @@ class GraphBuilder:
         data = np.asarray(value, dtype=dtype)
         if "scalar_initializer" not in self.avoid and self.chooser.boolean(0.5):
             return self.constant(data, reusable=False)
-        fact = {"lo": float(data), "hi": float(data), "finite": bool(np.isfinite(data)), "tol": 0.0}
+        fact: Facts = {"lo": float(data), "hi": float(data), "finite": bool(np.isfinite(data)), "tol": 0.0}
         return self.node("Constant", [], {"value": numpy_helper.from_array(data)}, [fact])[0]
 
     def leaf(self, dtype: str, shape: tuple[int, ...], lo: float | None = None, hi: float | None = None,
@@ -239,16 +260,16 @@ class GraphBuilder:
                 pass
         return self.input(data)
 
-    def operand(self, dtype: str, shape: tuple[int, ...], **kw: object) -> Value:
+    def operand(self, dtype: str, shape: tuple[int, ...], **kw: Unpack[LeafOptions]) -> Value:
         """A second operand: an earlier value of this dtype and shape, or a new leaf."""
         reusable = [v for v in self.values if v.dtype == dtype and v.shape == shape]
         if reusable and not kw and self.chooser.boolean(0.25):
             return self.chooser.choice(reusable)
-        return self.leaf(dtype, shape, **kw)  # type: ignore[arg-type]
+        return self.leaf(dtype, shape, **kw)
 
     # ------------------------------------------------------------ nodes
-    def node(self, op_type: str, inputs: Sequence[Value | None], attrs: dict[str, object] | None = None,
-             outputs: Sequence[dict[str, object]] = ({},), tag: str | None = None) -> list[Value]:
+    def node(self, op_type: str, inputs: Sequence[Value | None], attrs: Mapping[str, object] | None = None,
+             outputs: Sequence[Facts] = ({},), tag: str | None = None) -> list[Value]:
         """Add a node; ONNX shape inference gives each output's dtype and shape.
 
         `outputs` holds, per output, the facts (lo, hi, finite, tol) the
@@ -256,7 +277,10 @@ class GraphBuilder:
         """
         names = [self.fresh("v") for _ in outputs]
         proto = helper.make_node(op_type, [v.name if v is not None else "" for v in inputs], names,
-                                 name=self.fresh(f"{op_type}_"), **(attrs or {}))
+                                 name=self.fresh(f"{op_type}_"))
+        # as make_node(**attrs) would, without attribute names that could clash with its own parameters
+        proto.attribute.extend(helper.make_attribute(key, value) for key, value in sorted((attrs or {}).items())
+                               if value is not None)
         self.nodes.append(proto)
         try:
             types = self._infer(names)
@@ -268,14 +292,13 @@ class GraphBuilder:
             if math.prod(shape) > self.max_elements:
                 self.nodes.pop()
                 raise Reject(f"{op_type} output {shape} is too large")
-            full = dict(fact)
             try:
-                full = facts(dtype, float(full.get("lo", -math.inf)), float(full.get("hi", math.inf)),
-                             bool(full.get("finite", False)), float(full.get("tol", 0.0)))
+                full = facts(dtype, float(fact.get("lo", -math.inf)), float(fact.get("hi", math.inf)),
+                             bool(fact.get("finite", False)), float(fact.get("tol", 0.0)))
             except Reject:
                 self.nodes.pop()
                 raise
-            result.append(Value(name, dtype, shape, **full))  # type: ignore[arg-type]
+            result.append(Value(name, dtype, shape, **full))
         self.values.extend(result)
         self.op_tags.append(tag or op_type)
         return result
@@ -322,14 +345,14 @@ class GraphBuilder:
         return model
 
 
-def derived(v: Value, **changes: object) -> dict[str, object]:
+def derived(v: Value, **changes: Unpack[Facts]) -> Facts:
     """The facts of `v`, with some changed (for an output that keeps most of them)."""
-    base = {"lo": v.lo, "hi": v.hi, "finite": v.finite, "tol": v.tol}
+    base: Facts = {"lo": v.lo, "hi": v.hi, "finite": v.finite, "tol": v.tol}
     base.update(changes)
     return base
 
 
-def same_facts(v: Value) -> dict[str, object]:
+def same_facts(v: Value) -> Facts:
     return derived(v)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 from onnx import helper
 
-from .graph import FLOATS, INTS, NUMERIC, UNSIGNED, GraphBuilder, Reject, Value, dtype_range
+from .graph import FLOATS, INTS, NUMERIC, UNSIGNED, Facts, GraphBuilder, Reject, Value, dtype_range
 from .spec import MAX_AMP, corners, exact_or, near_zero_amp, register
 
 
@@ -238,7 +238,7 @@ def _where(g: GraphBuilder, v: Value) -> list[Value]:
 CAST_TARGETS = NUMERIC + ("bool",)
 
 
-def _cast_facts(v: Value, to: str) -> dict[str, object]:
+def _cast_facts(v: Value, to: str) -> Facts:
     """Facts of Cast(v, to), or Reject if the conversion is undefined or discontinuous."""
     if to == v.dtype or v.dtype == "bool":
         return {"lo": max(v.lo, 0.0) if v.dtype == "bool" else v.lo, "hi": v.hi, "finite": True, "tol": v.tol}

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .graph import FLOATS, NUMERIC, GraphBuilder, Reject, Value, derived
+from .graph import FLOATS, NUMERIC, Facts, GraphBuilder, Reject, Value, derived
 from .spec import exact_or, pick_axis, register
 
 INDEX_DTYPES = ("int64", "int32")
@@ -112,7 +112,7 @@ def _scatter_elements(g: GraphBuilder, v: Value) -> list[Value]:
     return g.node("ScatterElements", [v, idx, updates], attrs, [fact])
 
 
-def _scatter_facts(v: Value, updates: Value, reduction: str) -> dict[str, object]:
+def _scatter_facts(v: Value, updates: Value, reduction: str) -> Facts:
     """Each element is touched at most once, so a reduction is one op with one update."""
     lo, hi = min(v.lo, updates.lo), max(v.hi, updates.hi)
     if reduction == "add":

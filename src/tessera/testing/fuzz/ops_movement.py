@@ -13,7 +13,7 @@ import math
 import numpy as np
 from onnx import numpy_helper
 
-from .graph import ALL_DTYPES, GraphBuilder, Reject, Value, derived
+from .graph import ALL_DTYPES, Facts, GraphBuilder, Reject, Value, derived
 from .ops_binary import partner_shape
 from .spec import pick_axes, pick_axis, register
 
@@ -129,7 +129,7 @@ def _concat(g: GraphBuilder, v: Value) -> list[Value]:
     return g.node("Concat", parts, {"axis": axis}, [_union(parts)])
 
 
-def _union(parts: list[Value]) -> dict[str, object]:
+def _union(parts: list[Value]) -> Facts:
     return {"lo": min(p.lo for p in parts), "hi": max(p.hi for p in parts), "finite": all(p.finite for p in parts),
             "tol": max(p.tol for p in parts)}
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .graph import FLOATS, GraphBuilder, Reject, Value, derived
+from .graph import FLOATS, Facts, GraphBuilder, Reject, Value, derived
 from .ops_movement import factorize, reshaped
 from .spec import exact_or, register
 
@@ -132,16 +132,17 @@ def _conv_transpose(g: GraphBuilder, v: Value) -> list[Value]:
     attrs: dict[str, object] = {"kernel_shape": kernel, "strides": strides, "dilations": dilations}
     if group > 1:
         attrs["group"] = group
+    pads, out_pad = [0] * 2 * d, [0] * d
     if g.chooser.boolean(0.5):
-        attrs["pads"] = [g.chooser.integer(0, k - 1) for k in kernel] * 2
+        pads = [g.chooser.integer(0, k - 1) for k in kernel] * 2
+        attrs["pads"] = pads
     if g.chooser.boolean(0.3):
         # ONNX allows up to max(stride, dilation) - 1; onnxruntime only stride - 1
-        attrs["output_padding"] = [g.chooser.integer(0, s - 1) for s in strides]
-    pads = attrs.get("pads", [0] * 2 * d)
-    out_pad = attrs.get("output_padding", [0] * d)
+        out_pad = [g.chooser.integer(0, s - 1) for s in strides]
+        attrs["output_padding"] = out_pad
     for k in range(d):  # (in - 1) * stride + dilation * (kernel - 1) + 1 + output_padding - pads
-        extent = (x.shape[2 + k] - 1) * strides[k] + dilations[k] * (kernel[k] - 1) + 1 + out_pad[k]  # type: ignore[index]
-        if extent - pads[k] - pads[k + d] < 1:  # type: ignore[index]
+        extent = (x.shape[2 + k] - 1) * strides[k] + dilations[k] * (kernel[k] - 1) + 1 + out_pad[k]
+        if extent - pads[k] - pads[k + d] < 1:
             raise Reject("transposed convolution with no output")
     w = g.leaf(x.dtype, (c, m, *kernel), lo=-1, hi=1)
     inputs = [x, w] + ([g.leaf(x.dtype, (m * group,), lo=-1, hi=1)] if g.chooser.boolean(0.5) else [])
@@ -200,7 +201,7 @@ for _op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"):
 
 
 # --------------------------------------------------------- matrix products
-def _product_fact(a: Value, b: Value, k: int) -> dict[str, object]:
+def _product_fact(a: Value, b: Value, k: int) -> Facts:
     bound = max(k, 1) * a.magnitude * b.magnitude
     return {"lo": -bound, "hi": bound, "finite": a.finite and b.finite,
             "tol": exact_or(a.dtype, [a, b], 2 * k + 4 if k > 1 else 1)}
@@ -218,12 +219,12 @@ def _matmul(g: GraphBuilder, v: Value) -> list[Value]:
         shape = batch + (k, n)
     else:
         shape = (k, n)
-    small = {"lo": -3, "hi": 3} if v.dtype.startswith("int") else {"lo": -1, "hi": 1}
-    other = g.leaf(v.dtype, shape, **small)
+    lo, hi = (-3, 3) if v.dtype.startswith("int") else (-1, 1)
+    other = g.leaf(v.dtype, shape, lo=lo, hi=hi)
     a, b = v, other
     if v.rank >= 2 and g.chooser.boolean(0.3):  # v on the right: (m, v.shape[-2])
         m = g.chooser.integer(1, 3)
-        a = g.leaf(v.dtype, (m, v.shape[-2]), **small)
+        a = g.leaf(v.dtype, (m, v.shape[-2]), lo=lo, hi=hi)
         b = v
         k = v.shape[-2]
     return g.node("MatMul", [a, b], outputs=[_product_fact(a, b, k)])
@@ -245,7 +246,7 @@ def _gemm(g: GraphBuilder, v: Value) -> list[Value]:
     if g.chooser.boolean(0.4):
         attrs["alpha"] = g.chooser.choice((0.5, 2.0, -1.0))
     fact = _product_fact(a, b, k)
-    fact["lo"], fact["hi"] = -3 * float(fact["hi"]) - 3, 3 * float(fact["hi"]) + 3  # type: ignore[arg-type]
+    fact["lo"], fact["hi"] = -3 * fact["hi"] - 3, 3 * fact["hi"] + 3
     fact["tol"] = exact_or(a.dtype, inputs, 2 * k + 6)
     return g.node("Gemm", inputs, attrs, [fact])
 

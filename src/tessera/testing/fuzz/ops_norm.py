@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .graph import FLOATS, GraphBuilder, Reject, Value
+from .graph import FLOATS, Facts, GraphBuilder, Reject, Value
 from .ops_nn import as_spatial
 from .spec import MAX_AMP, exact_or, near_zero_amp, pick_axis, register
 
@@ -21,7 +21,7 @@ EPSILONS = (1e-5, 1e-2, 0.5)
 
 
 def _norm_fact(x: Value, inputs: list[Value], k: int, epsilon: float, bound: float,
-               stash: str | None = None) -> dict[str, object]:
+               stash: str | None = None) -> Facts:
     """`stash`: the dtype statistics are kept in (LayerNormalization's stash_type: float32 by default)."""
     amp = max(1.0, min(x.magnitude, 1e3) / math.sqrt(epsilon))
     # the op's own rounding of x - mean is amplified as much as its input's error
@@ -40,7 +40,7 @@ def _batch_norm(g: GraphBuilder, v: Value) -> list[Value]:
     var = g.leaf(v.dtype, (c,), lo=0.25, hi=4)
     epsilon = g.chooser.choice(EPSILONS)
     bound = (v.magnitude + mean.magnitude) / math.sqrt(epsilon) * scale.magnitude + bias.magnitude
-    fact = {"lo": -bound, "hi": bound, "finite": v.finite,
+    fact: Facts = {"lo": -bound, "hi": bound, "finite": v.finite,
             "tol": exact_or(v.dtype, [v, scale, bias, mean, var], 16, 2.0)}
     return g.node("BatchNormalization", [v, scale, bias, mean, var], {"epsilon": epsilon}, [fact])
 

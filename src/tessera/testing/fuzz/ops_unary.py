@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .graph import ALL_DTYPES, FLOATS, INTS, NUMERIC, SIGNED, UNSIGNED, GraphBuilder, Reject, Value, dtype_range
+from .graph import ALL_DTYPES, FLOATS, INTS, NUMERIC, SIGNED, UNSIGNED, Facts, GraphBuilder, Reject, Value, dtype_range
 from .spec import MAX_AMP, exact_or, near_zero_amp, register, safe
 
 F32 = ("float32",)  # onnxruntime implements many activations and trigonometry for float32 only
@@ -243,7 +243,7 @@ def _clip(g: GraphBuilder, v: Value) -> list[Value]:
 @register("Dropout", "unary", dtypes=FLOATS, specials_ok=True)
 def _dropout(g: GraphBuilder, v: Value) -> list[Value]:
     """Inference mode: the identity, and an all-true mask if asked for."""
-    outputs = [{"lo": v.lo, "hi": v.hi, "finite": v.finite, "tol": v.tol}]
+    outputs: list[Facts] = [{"lo": v.lo, "hi": v.hi, "finite": v.finite, "tol": v.tol}]
     if g.opset >= 12 and g.chooser.boolean(0.3):
         outputs.append({})
     return g.node("Dropout", [v], outputs=outputs)[:1]

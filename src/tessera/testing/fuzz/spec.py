@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 from .graph import ALL_DTYPES, GraphBuilder, Reject, Value, eps
 
@@ -62,9 +63,21 @@ class OpRegistry:
 REGISTRY = OpRegistry()
 
 
-def register(op_type: str, family: str, **options: object) -> Callable[[Build], Build]:
+class SpecOptions(TypedDict, total=False):
+    """The optional `OpSpec` fields, as `register` takes them."""
+
+    dtypes: tuple[str, ...]
+    min_opset: int
+    max_opset: int
+    needs_exact: bool
+    specials_ok: bool
+    min_rank: int
+    max_rank: int
+
+
+def register(op_type: str, family: str, **options: Unpack[SpecOptions]) -> Callable[[Build], Build]:
     def wrap(build: Build) -> Build:
-        REGISTRY.add(OpSpec(op_type, family, build, **options))  # type: ignore[arg-type]
+        REGISTRY.add(OpSpec(op_type, family, build, **options))
         return build
 
     return wrap

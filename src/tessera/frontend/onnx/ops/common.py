@@ -48,8 +48,9 @@ def auto_pad(node: Node, in_spatial: Sequence[int], kernel: Sequence[int], strid
 
 def axes_input_or_attr(node: Node, ctx: ImportContext, input_index: int, what: str = "axes") -> tuple[int, ...] | None:
     """Axes given as an attribute (older opsets) or as an input (newer ones)."""
-    if input_index < len(node.inputs) and node.inputs[input_index] is not None:
-        return ints(ctx.constant(node.inputs[input_index], f"input {what}"))
+    given = node.optional_input(input_index)
+    if given is not None:
+        return ints(ctx.constant(given, f"input {what}"))
     if what in node.attrs:
         return ints(node.attrs[what])
     return None

@@ -106,14 +106,15 @@ def conv_transpose(node: Node, ctx: ImportContext) -> Expr:
 _POOL_TABLES = {"max": pool.MAX_POOL_BY_RANK, "avg": pool.AVG_POOL_BY_RANK, "lp": pool.LP_POOL_BY_RANK}
 
 
-def _pool_attrs(node: Node, ctx: ImportContext, x: Expr, kind: str) -> dict[str, object]:
+def _pool_attrs(node: Node, ctx: ImportContext, x: Expr, kind: str) -> tuple[int, dict[str, object]]:
+    """The spatial rank (which picks the op) and the op's attributes."""
     d = _spatial_rank(node, ctx, x, "pooling")
     kernel = ints(node.attr("kernel_shape"))
     if len(kernel) != d:
         raise node.error(f"kernel_shape {list(kernel)} needs {d} values for a {d + 2}-d input")
     strides = ints(node.attr("strides", [1] * d))
     dilations = ints(node.attr("dilations", [1] * d))
-    return {
+    return d, {
         "kernel": kernel, "strides": strides, "dilation": dilations,
         "padding": auto_pad(node, ctx.shape_of(x)[2:], kernel, strides, dilations),
         "ceil_mode": bool(node.attr("ceil_mode", 0)),
@@ -124,16 +125,16 @@ def _pool_attrs(node: Node, ctx: ImportContext, x: Expr, kind: str) -> dict[str,
 
 def _pool(node: Node, ctx: ImportContext, kind: str) -> Expr:
     x = node.input(0)
-    attrs = _pool_attrs(node, ctx, x, kind)
-    return _POOL_TABLES[kind][len(attrs["kernel"])](x, **attrs)  # type: ignore[arg-type]
+    rank, attrs = _pool_attrs(node, ctx, x, kind)
+    return _POOL_TABLES[kind][rank](x, **attrs)
 
 
 @converter("MaxPool", since=1)
 def max_pool(node: Node, ctx: ImportContext) -> list[Expr]:
     """Values, and the flat input index of each maximum when Indices is asked for."""
     x = node.input(0)
-    attrs = _pool_attrs(node, ctx, x, "max")
-    outputs = [pool.MAX_POOL_BY_RANK[len(attrs["kernel"])](x, **attrs)]  # type: ignore[arg-type]
+    rank, attrs = _pool_attrs(node, ctx, x, "max")
+    outputs = [pool.MAX_POOL_BY_RANK[rank](x, **attrs)]
     if node.num_outputs > 1 and node.outputs[1]:
         order = int(node.attr("storage_order", 0))
         if order not in (0, 1):

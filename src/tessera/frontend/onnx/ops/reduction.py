@@ -18,6 +18,7 @@ from .... import dtype as dt
 from ....op import elemwise as ew
 from ....op import reduce as red
 from ....op import transform as tf
+from ....op.registry import Op
 from ....relay.expr import Constant, Expr, TupleGetItem
 from ..importer import ImportContext, Node
 from ..registry import converter
@@ -38,11 +39,11 @@ def _log_sum_exp(x: Expr, axes: tuple[int, ...], keepdims: bool, shape: tuple[in
     return ew.add(ew.log(total), tf.reshape(top, newshape=out_shape))
 
 
-def _simple(op) -> Builder:
+def _simple(op: Op) -> Builder:
     return lambda x, axes, keepdims, shape: op(x, axes=axes, keepdims=keepdims)
 
 
-def _pre(op, f: Callable[[Expr], Expr]) -> Builder:
+def _pre(op: Op, f: Callable[[Expr], Expr]) -> Builder:
     return lambda x, axes, keepdims, shape: op(f(x), axes=axes, keepdims=keepdims)
 
 
@@ -122,7 +123,7 @@ for _op_type, _spec in _REDUCTIONS.items():
 
 
 # ------------------------------------------------------------ arg-reductions
-def _arg_reduce(node: Node, ctx: ImportContext, op) -> Expr:
+def _arg_reduce(node: Node, ctx: ImportContext, op: Op) -> Expr:
     x = node.input(0)
     ndim = len(ctx.shape_of(x))
     axis = int(node.attr("axis", 0))

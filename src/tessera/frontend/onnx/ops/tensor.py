@@ -277,11 +277,12 @@ def _blocks(node: Node, ctx: ImportContext) -> tuple[int, int, int, int, int, st
     dims = ctx.shape_of(node.input(0))
     if len(dims) != 4:
         raise node.error(f"input must be 4-D (N, C, H, W), got shape {dims}")
+    n, c, h, w = dims
     bs = int(node.attr("blocksize"))
     mode = node.attr("mode", "DCR")
     if bs < 1 or mode not in ("DCR", "CRD"):
         raise node.error(f"blocksize must be >= 1 and mode DCR or CRD, got {bs} and {mode!r}")
-    return (*dims, bs, mode)  # type: ignore[return-value]
+    return n, c, h, w, bs, mode
 
 
 @converter("DepthToSpace", since=1)
