@@ -117,6 +117,7 @@ def infer_expr(expr: Expr, mod: IRModule | None = None, incremental: bool = Fals
 class InferType(Pass):
     name = "InferType"
     opt_level = 0
+    types_every_node = True
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
         result = mod

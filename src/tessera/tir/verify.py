@@ -1,0 +1,214 @@
+"""The TIR verifier: invariants every PrimFunc must keep.
+
+- Buffers are declared before use: every buffer a load, store or pointer
+  names is a parameter of the function or allocated by an enclosing
+  `Allocate` (a view counts as its base buffer), and no buffer is declared
+  twice in one scope.
+- Variables are bound: every `Var` an expression reads is the variable of an
+  enclosing `For` or `LetStmt`, and no variable is bound again inside its own
+  scope. Sibling loops may reuse one variable (each binds it afresh), which
+  lowering does when it emits a stage's loops for checks and compute alike.
+- Dtypes agree: the operands of a binary operation share a dtype, and its
+  result is that dtype (or bool, for comparisons and logic); conditions are
+  bool; a store's value and a load have the buffer's dtype; a load or store
+  has one integer index per buffer dimension; a loop's extent has its
+  variable's dtype, as a let's value has its variable's.
+
+Failures raise `VerificationError` naming the PrimFunc, with the statement
+and the headers of the loops, lets and allocations around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .. import dtype as dt
+from ..errors import VerificationError
+from ..util.excerpt import MARKER, shorten
+from . import expr as E
+from . import stmt as S
+from .buffer import Buffer
+from .printer import expr_str, stmt_lines
+
+
+def verify_primfunc(func: S.PrimFunc) -> None:
+    """Raise `VerificationError` if `func` breaks a TIR invariant."""
+    _Checker(func).run()
+
+
+def _integral(dtype: str) -> bool:
+    return dt.is_supported(dtype) and (dt.is_int(dtype) or dtype == "bool")
+
+
+class _Checker:
+    def __init__(self, func: S.PrimFunc) -> None:
+        self.func = func
+        self.vars: set[int] = set()  # ids of variables in scope
+        self.buffers: set[int] = set()  # ids of buffers in scope
+        self.path: list[tuple[S.Stmt, str]] = []  # enclosing statements, with the branch taken
+        self.current: S.Stmt = func.body
+
+    def run(self) -> None:
+        for b in self.func.params:
+            if id(b) in self.buffers:
+                self.fail(f"buffer {b.name} is listed twice among the parameters")
+            self.buffers.add(id(b))
+        self.stmt(self.func.body)
+
+    # ------------------------------------------------------------ statements
+    def stmt(self, s: S.Stmt) -> None:
+        self.current = s
+        if isinstance(s, S.SeqStmt):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, S.For):
+            self.expr(s.extent)
+            if not _integral(s.extent.dtype) or s.extent.dtype != s.loop_var.dtype:
+                self.fail(f"loop {s.loop_var.name} is {s.loop_var.dtype} but its extent is {s.extent.dtype}")
+            self.scoped_var(s, s.loop_var, s.body)
+        elif isinstance(s, S.LetStmt):
+            self.expr(s.value)
+            if s.value.dtype != s.var.dtype:
+                self.fail(f"let {s.var.name} is {s.var.dtype} but its value is {s.value.dtype}")
+            self.scoped_var(s, s.var, s.body)
+        elif isinstance(s, S.Allocate):
+            if id(s.buffer) in self.buffers:
+                self.fail(f"buffer {s.buffer.name} is allocated while already declared")
+            self.buffers.add(id(s.buffer))
+            self.nested(s, "", s.body)
+            self.buffers.discard(id(s.buffer))
+        elif isinstance(s, S.IfThenElse):
+            self.expr(s.cond)
+            self.condition(s.cond, "an if")
+            self.nested(s, "", s.then_case)
+            if s.else_case is not None:
+                self.nested(s, "else", s.else_case)
+        elif isinstance(s, S.BufferStore):
+            self.access(s.buffer, s.indices, "store into")
+            for i in s.indices:
+                self.expr(i)
+            self.expr(s.value)
+            if s.value.dtype != s.buffer.dtype:
+                self.fail(f"stores a {s.value.dtype} value into {s.buffer.dtype} buffer {s.buffer.name}")
+        elif isinstance(s, (S.Evaluate, S.Return)):
+            self.expr(s.value)
+        else:
+            self.fail(f"unknown statement {type(s).__name__}")
+
+    def scoped_var(self, s: S.Stmt, var: E.Var, body: S.Stmt) -> None:
+        if id(var) in self.vars:
+            self.fail(f"variable {var.name} is bound again inside its own scope")
+        self.vars.add(id(var))
+        self.nested(s, "", body)
+        self.vars.discard(id(var))
+
+    def nested(self, s: S.Stmt, branch: str, body: S.Stmt) -> None:
+        self.path.append((s, branch))
+        self.stmt(body)
+        self.path.pop()
+        self.current = s
+
+    # ----------------------------------------------------------- expressions
+    def expr(self, root: E.PrimExpr) -> None:
+        for e in _distinct_nodes(root):
+            if isinstance(e, E.Var):
+                if id(e) not in self.vars:
+                    self.fail(f"variable {e.name} is used outside any loop or let that binds it")
+            elif isinstance(e, E.BinaryOp):
+                self.binary(e)
+            elif isinstance(e, E.UnaryOp):
+                want = "bool" if e.op is E.UnOp.NOT else e.a.dtype
+                if e.dtype != want:
+                    self.fail(f"{e.op.name.lower()} of a {e.a.dtype} operand is typed {e.dtype}, expected {want}")
+            elif isinstance(e, E.Select):
+                self.condition(e.cond, "a select")
+                if not e.true_value.dtype == e.false_value.dtype == e.dtype:
+                    self.fail(f"select of {e.true_value.dtype} and {e.false_value.dtype} is typed {e.dtype}")
+            elif isinstance(e, E.BufferLoad):
+                self.access(e.buffer, e.indices, "load from")
+                if e.dtype != e.buffer.dtype:
+                    self.fail(f"load from {e.buffer.dtype} buffer {e.buffer.name} is typed {e.dtype}")
+            elif isinstance(e, E.BufferPtr):
+                self.declared(e.buffer, "address of")
+                if not _integral(e.offset.dtype):
+                    self.fail(f"offset into {e.buffer.name} is {e.offset.dtype}, expected an integer")
+            elif isinstance(e, E.ProducerLoad):
+                self.fail("a tensor-expression read (ProducerLoad) is left after lowering")
+
+    def binary(self, e: E.BinaryOp) -> None:
+        if e.a.dtype != e.b.dtype:
+            self.fail(f"operands of {e.op.value} disagree: {e.a.dtype} vs {e.b.dtype}")
+        logical = e.op in E.LOGICAL
+        want = "bool" if logical or e.op in E.COMPARISONS else e.a.dtype
+        if e.dtype != want:
+            self.fail(f"{e.op.value} of {e.a.dtype} operands is typed {e.dtype}, expected {want}")
+        if logical and e.a.dtype != "bool":
+            self.fail(f"operands of {e.op.value} are {e.a.dtype}, expected bool")
+
+    def condition(self, cond: E.PrimExpr, where: str) -> None:
+        if cond.dtype != "bool":
+            self.fail(f"the condition of {where} is {cond.dtype}, expected bool")
+
+    def access(self, buf: Buffer, indices: tuple[E.PrimExpr, ...], verb: str) -> None:
+        """A load or store (its index expressions are walked by the caller)."""
+        self.declared(buf, verb)
+        if len(indices) != len(buf.shape):
+            self.fail(f"{verb} {buf.name} (shape {list(buf.shape)}) with {len(indices)} indices")
+        for i in indices:
+            if not _integral(i.dtype):
+                self.fail(f"{verb} {buf.name} with a {i.dtype} index {expr_str(i)}")
+
+    def declared(self, buf: Buffer, verb: str) -> None:
+        b: Buffer | None = buf
+        while b is not None:
+            if id(b) in self.buffers:
+                return
+            b = b.base
+        params = ", ".join(p.name for p in self.func.params) or "none"
+        self.fail(f"{verb} buffer {buf.name}, which is neither a parameter ({params}) nor allocated around it")
+
+    # ------------------------------------------------------------- reporting
+    def fail(self, message: str) -> None:
+        raise VerificationError(f"PrimFunc {self.func.name}: {message}\n{self.excerpt()}")
+
+    def excerpt(self, width: int = 120, body_lines: int = 3) -> str:
+        """The headers of the statements around the current one, then its first lines (marked)."""
+        lines = []
+        for depth, (s, branch) in enumerate(self.path):
+            head = stmt_lines(_header_only(s), depth)[0]
+            lines.append(head if not branch else "  " * depth + f"{branch}:  # of {head.strip()}")
+        own = stmt_lines(_header_only(self.current), len(self.path))
+        lines.append(own[0] + f"  # {MARKER}")
+        lines += own[1:body_lines]
+        return "\n".join(shorten(line, width) for line in lines)
+
+
+_EMPTY = S.SeqStmt(())
+
+
+def _header_only(s: S.Stmt) -> S.Stmt:
+    """`s` with its nested statements emptied, so printing it shows one line."""
+    if isinstance(s, S.For):
+        return S.For(s.loop_var, s.extent, _EMPTY, s.kind)
+    if isinstance(s, S.LetStmt):
+        return S.LetStmt(s.var, s.value, _EMPTY)
+    if isinstance(s, S.Allocate):
+        return S.Allocate(s.buffer, _EMPTY)
+    if isinstance(s, S.IfThenElse):
+        return S.IfThenElse(s.cond, _EMPTY)
+    if isinstance(s, S.SeqStmt):
+        return S.Evaluate(E.IntImm(0)) if not s.stmts else _header_only(s.stmts[0])
+    return s
+
+
+def _distinct_nodes(root: E.PrimExpr) -> Iterator[E.PrimExpr]:
+    """Every node under `root` once (a shared sub-tree is visited once)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        stack.extend(E.children(e))
