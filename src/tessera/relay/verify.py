@@ -26,9 +26,10 @@ from collections.abc import Callable
 from ..errors import VerificationError
 from ..tir.stmt import PrimFunc
 from ..util.excerpt import MARKER, excerpt_at_marker
-from .expr import Call, Expr, Function, GlobalVar, Let, Var, children
+from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, children
 from .module import IRModule
 from .printer import expr_str
+from .ty import FuncType, TensorType, TupleType, Type
 from .visitor import post_order
 
 _EMPTY: frozenset[int] = frozenset()
@@ -67,6 +68,7 @@ class _Checker:
         for node in self.order:
             if self.require_types:
                 self._check_typed(node)
+            self._check_type_agrees(node)
             if isinstance(node, Function):
                 if len({id(p) for p in node.params}) != len(node.params):
                     self.fail(node, "a function lists the same parameter twice", "repeated parameter")
@@ -74,8 +76,8 @@ class _Checker:
                     self._bind(p, node, binder)
                 free[id(node)] = free[id(node.body)] - {id(p) for p in node.params}
                 if (node.attrs.primitive or node.attrs.compiler) and node is not self.func and free[id(node)]:
-                    kind = "primitive" if node.attrs.primitive else f"external ({node.attrs.compiler})"
-                    self._fail_free(node, free, f"a {kind} function must be closed")
+                    kind = "a primitive" if node.attrs.primitive else f"an external ({node.attrs.compiler})"
+                    self._fail_free(node, free, f"{kind} function must be closed")
             elif isinstance(node, Let):
                 self._bind(node.var, node, binder)
                 free[id(node)] = free[id(node.value)] | (free[id(node.body)] - {id(node.var)})
@@ -105,6 +107,25 @@ class _Checker:
                 and node.checked_type_ != node.type_annotation:
             self.fail(self._line_of(node), f"%{node.name_hint} is annotated {node.type_annotation} "
                       f"but checked as {node.checked_type_}", "type differs from annotation")
+
+    def _check_type_agrees(self, node: Expr) -> None:
+        """A typed node's type follows from its children's (operator calls excepted: that is
+        the type relation's job, and re-running every relation would cost an InferType)."""
+        ty = node.checked_type_
+        expected = _derived_type(node) if ty is not None else None
+        if expected is not None and expected != ty:
+            self.fail(self._line_of(node), f"{_describe(node)} is typed {ty}, but its parts give {expected} "
+                      "(a stale type)", "stale type")
+        if isinstance(node, Let) and None not in (node.var.checked_type_, node.value.checked_type_) \
+                and node.var.checked_type_ != node.value.checked_type_:
+            self.fail(node, f"let %{node.var.name_hint}: {node.var.checked_type_} is bound to a "
+                      f"{node.value.checked_type_} value", "let type differs")
+        if isinstance(node, Call) and isinstance(node.op, (Function, GlobalVar)):
+            fty = node.op.checked_type_
+            args = tuple(a.checked_type_ for a in node.args)
+            if isinstance(fty, FuncType) and None not in args and args != fty.arg_types:
+                self.fail(node, f"call passes ({', '.join(map(str, args))}) to a function of type {fty}",
+                          "argument types differ")
 
     def _check_call(self, call: Call) -> None:
         op = call.op
@@ -169,6 +190,30 @@ class _Checker:
         note: Callable[[Expr], str | None] = lambda n: f"{MARKER} {mark}" if n is node else None
         text = expr_str(self.func, note)
         raise VerificationError(f"{self.name}: {message}\n{excerpt_at_marker(text)}")
+
+
+def _derived_type(node: Expr) -> Type | None:
+    """The type `node` must have given its children's types (None: not derivable here)."""
+    if isinstance(node, Constant):
+        return TensorType(node.data.shape, node.data.dtype.name)
+    if isinstance(node, Tuple):
+        fields = tuple(f.checked_type_ for f in node.fields)
+        return None if any(f is None for f in fields) else TupleType(fields)  # type: ignore[arg-type]
+    if isinstance(node, TupleGetItem):
+        tt = node.tuple_value.checked_type_
+        return tt.fields[node.index] if isinstance(tt, TupleType) and 0 <= node.index < len(tt.fields) else None
+    if isinstance(node, Let):
+        return node.body.checked_type_
+    if isinstance(node, Function):
+        params = tuple(p.checked_type_ for p in node.params)
+        body = node.body.checked_type_
+        if body is None or any(p is None for p in params):
+            return None
+        return FuncType(params, body)  # type: ignore[arg-type]
+    if isinstance(node, Call) and isinstance(node.op, (Function, GlobalVar)):
+        fty = node.op.checked_type_
+        return fty.ret_type if isinstance(fty, FuncType) else None
+    return None
 
 
 def _site(node: Expr) -> str:

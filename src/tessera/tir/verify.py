@@ -28,7 +28,8 @@ from ..util.excerpt import MARKER, shorten
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer
-from .printer import expr_str, stmt_lines
+from .index_width import INDEX
+from .printer import expr_str, stmt_header
 
 
 def verify_primfunc(func: S.PrimFunc) -> None:
@@ -38,6 +39,15 @@ def verify_primfunc(func: S.PrimFunc) -> None:
 
 def _integral(dtype: str) -> bool:
     return dt.is_supported(dtype) and (dt.is_int(dtype) or dtype == "bool")
+
+
+def _floating(dtype: str) -> bool:
+    return dt.is_supported(dtype) and dt.is_float(dtype)
+
+
+_BITWISE = frozenset({E.BinOp.BITAND, E.BinOp.BITOR, E.BinOp.BITXOR, E.BinOp.SHL, E.BinOp.SHR})
+# intrinsics that classify a float (the rest map a float to a float of its dtype, but ABS: ints)
+_CLASSIFY = frozenset({E.Intrinsic.ISNAN, E.Intrinsic.ISINF, E.Intrinsic.ISFINITE, E.Intrinsic.SIGNBIT})
 
 
 class _Checker:
@@ -132,6 +142,18 @@ class _Checker:
                 self.declared(e.buffer, "address of")
                 if not _integral(e.offset.dtype):
                     self.fail(f"offset into {e.buffer.name} is {e.offset.dtype}, expected an integer")
+            elif isinstance(e, E.IntImm):
+                if not _integral(e.dtype):
+                    self.fail(f"integer immediate {e.value} has dtype {e.dtype}")
+                # int32 is the index dtype: index arithmetic holds exact values until WidenIndices
+                # (at code generation) moves what leaves int32 to int64, e.g. a 2**31 + 1 extent
+                if e.dtype != INDEX and not dt.min_value(e.dtype) <= e.value <= dt.max_value(e.dtype):
+                    self.fail(f"integer immediate {e.value} does not fit its dtype {e.dtype}")
+            elif isinstance(e, E.FloatImm):
+                if not (dt.is_supported(e.dtype) and dt.is_float(e.dtype)):
+                    self.fail(f"float immediate {e.value} has dtype {e.dtype}")
+            elif isinstance(e, E.Call) and isinstance(e.func, E.Intrinsic):
+                self.intrinsic(e)
             elif isinstance(e, E.ProducerLoad):
                 self.fail("a tensor-expression read (ProducerLoad) is left after lowering")
 
@@ -144,6 +166,22 @@ class _Checker:
             self.fail(f"{e.op.value} of {e.a.dtype} operands is typed {e.dtype}, expected {want}")
         if logical and e.a.dtype != "bool":
             self.fail(f"operands of {e.op.value} are {e.a.dtype}, expected bool")
+        if e.op in _BITWISE and not _integral(e.a.dtype):
+            self.fail(f"operands of {e.op.value} are {e.a.dtype}, expected integers")
+
+    def intrinsic(self, e: E.Call) -> None:
+        name = e.func.value  # type: ignore[union-attr]
+        if len(e.args) != 1:
+            self.fail(f"intrinsic {name} takes 1 argument, got {len(e.args)}")
+        arg = e.args[0].dtype
+        if e.func in _CLASSIFY:
+            if e.dtype != "bool" or not _floating(arg):
+                self.fail(f"{name} of a {arg} value is typed {e.dtype}, expected a float argument and bool")
+        elif e.func is E.Intrinsic.ABS:
+            if e.dtype != arg or not _integral(arg):
+                self.fail(f"abs of a {arg} value is typed {e.dtype}, expected an integer argument of that dtype")
+        elif e.dtype != arg or not _floating(arg):
+            self.fail(f"{name} of a {arg} value is typed {e.dtype}, expected a float argument of that dtype")
 
     def condition(self, cond: E.PrimExpr, where: str) -> None:
         if cond.dtype != "bool":
@@ -171,34 +209,14 @@ class _Checker:
     def fail(self, message: str) -> None:
         raise VerificationError(f"PrimFunc {self.func.name}: {message}\n{self.excerpt()}")
 
-    def excerpt(self, width: int = 120, body_lines: int = 3) -> str:
-        """The headers of the statements around the current one, then its first lines (marked)."""
+    def excerpt(self, width: int = 120) -> str:
+        """The headers of the statements around the current one, then its own line (marked)."""
         lines = []
         for depth, (s, branch) in enumerate(self.path):
-            head = stmt_lines(_header_only(s), depth)[0]
+            head = stmt_header(s, depth)
             lines.append(head if not branch else "  " * depth + f"{branch}:  # of {head.strip()}")
-        own = stmt_lines(_header_only(self.current), len(self.path))
-        lines.append(own[0] + f"  # {MARKER}")
-        lines += own[1:body_lines]
+        lines.append(stmt_header(self.current, len(self.path)) + f"  # {MARKER}")
         return "\n".join(shorten(line, width) for line in lines)
-
-
-_EMPTY = S.SeqStmt(())
-
-
-def _header_only(s: S.Stmt) -> S.Stmt:
-    """`s` with its nested statements emptied, so printing it shows one line."""
-    if isinstance(s, S.For):
-        return S.For(s.loop_var, s.extent, _EMPTY, s.kind)
-    if isinstance(s, S.LetStmt):
-        return S.LetStmt(s.var, s.value, _EMPTY)
-    if isinstance(s, S.Allocate):
-        return S.Allocate(s.buffer, _EMPTY)
-    if isinstance(s, S.IfThenElse):
-        return S.IfThenElse(s.cond, _EMPTY)
-    if isinstance(s, S.SeqStmt):
-        return S.Evaluate(E.IntImm(0)) if not s.stmts else _header_only(s.stmts[0])
-    return s
 
 
 def _distinct_nodes(root: E.PrimExpr) -> Iterator[E.PrimExpr]:
