@@ -193,3 +193,18 @@ def test_verification_costs_nothing_when_off_and_runs_once_per_pass(monkeypatch)
 def test_the_test_suite_runs_with_verification_on():
     assert PassContext.current().verify
     assert PassContext().verify
+
+
+def test_the_error_examples_of_the_docs_are_current():
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "verifier.md").read_text()
+    with pytest.raises(VerificationError) as relay_error:
+        _Breaks()(_mod(), PassContext(config={"verify": True}))
+    assert f"```\n{relay_error.value}\n```" in docs
+    a, out = Buffer("a", (4,), "float32"), Buffer("out", (4,), "float32")
+    tmp, i = Buffer("tmp", (4,), "float32"), E.Var("i")
+    store = S.BufferStore(tmp, E.BufferLoad(a, (i,), "float32"), (i,))
+    with pytest.raises(VerificationError) as tir_error:
+        verify_module(relay.IRModule({GlobalVar("f"): S.PrimFunc("f", (a, out), S.For(i, E.IntImm(4), store), 1)}))
+    assert f"```\n{tir_error.value}\n```" in docs

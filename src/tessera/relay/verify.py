@@ -156,8 +156,8 @@ class _Checker:
                    binder: dict[int, Expr] | None = None) -> None:
         var_id = min(free[id(scope)])  # any one of them; the message names it
         var = next(n for n in self.order if id(n) == var_id)
-        user = self._user_of(var, scope)
         assert isinstance(var, Var)
+        user = self._user_of(var, scope)
         where = f" (it is bound by {_site(binder[var_id])}, elsewhere)" if binder and var_id in binder else ""
         self.fail(user, f"%{var.name_hint} is used outside any scope that binds it{where}: {why}",
                   f"free %{var.name_hint}")
@@ -195,21 +195,25 @@ class _Checker:
 def _derived_type(node: Expr) -> Type | None:
     """The type `node` must have given its children's types (None: not derivable here)."""
     if isinstance(node, Constant):
-        return TensorType(node.data.shape, node.data.dtype.name)
+        ty = node.checked_type_  # compared field by field: building a TensorType per constant is slow
+        data = node.data
+        if isinstance(ty, TensorType) and ty.shape == data.shape and ty.dtype == data.dtype.name:
+            return ty
+        return TensorType(data.shape, data.dtype.name)
     if isinstance(node, Tuple):
-        fields = tuple(f.checked_type_ for f in node.fields)
-        return None if any(f is None for f in fields) else TupleType(fields)  # type: ignore[arg-type]
+        fields = [f.checked_type_ for f in node.fields]
+        known = [f for f in fields if f is not None]
+        return TupleType(tuple(known)) if len(known) == len(fields) else None
     if isinstance(node, TupleGetItem):
         tt = node.tuple_value.checked_type_
         return tt.fields[node.index] if isinstance(tt, TupleType) and 0 <= node.index < len(tt.fields) else None
     if isinstance(node, Let):
         return node.body.checked_type_
     if isinstance(node, Function):
-        params = tuple(p.checked_type_ for p in node.params)
+        params = [p.checked_type_ for p in node.params]
+        known = [p for p in params if p is not None]
         body = node.body.checked_type_
-        if body is None or any(p is None for p in params):
-            return None
-        return FuncType(params, body)  # type: ignore[arg-type]
+        return FuncType(tuple(known), body) if body is not None and len(known) == len(params) else None
     if isinstance(node, Call) and isinstance(node.op, (Function, GlobalVar)):
         fty = node.op.checked_type_
         return fty.ret_type if isinstance(fty, FuncType) else None

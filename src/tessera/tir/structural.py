@@ -18,7 +18,8 @@ messages; `assert_structural_equal` raises with it.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Union
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, Union
 
 from . import expr as E
 from . import stmt as S
@@ -81,7 +82,7 @@ class _Comparison:
             self.push(x, y, path)
 
     # ------------------------------------------------------------ definitions
-    def scope(self, defs: list[tuple[object, object, Path]], x: Node, y: Node, path: Path) -> None:
+    def scope(self, defs: Sequence[tuple[object, object, Path]], x: Node, y: Node, path: Path) -> None:
         """Compare `x` and `y` with `defs` (pairs defined here) corresponding while they are compared."""
         saved = [(self.forward.get(id(a)), self.backward.get(id(b))) for a, b, _ in defs]
         for a, b, where in defs:
@@ -136,12 +137,14 @@ class _Comparison:
     def node(self, x: Node, y: Node, path: Path) -> None:
         if type(x) is not type(y):
             raise _Differ(path, f"{type(x).__name__} vs {type(y).__name__}: {_short(x)} vs {_short(y)}")
-        if isinstance(x, S.PrimFunc):
-            self.primfunc(x, y, path)  # type: ignore[arg-type]
-        elif isinstance(x, S.Stmt):
-            self.stmt(x, y, path)  # type: ignore[arg-type]
+        if isinstance(x, S.PrimFunc) and isinstance(y, S.PrimFunc):
+            self.primfunc(x, y, path)
+        elif isinstance(x, S.Stmt) and isinstance(y, S.Stmt):
+            self.stmt(x, y, path)
+        elif isinstance(x, E.PrimExpr) and isinstance(y, E.PrimExpr):
+            self.expr(x, y, path)
         else:
-            self.expr(x, y, path)  # type: ignore[arg-type]
+            raise TypeError(f"structural_equal: cannot compare {type(x).__name__}")
 
     def primfunc(self, x: S.PrimFunc, y: S.PrimFunc, path: Path) -> None:
         for field in ("name", "num_inputs"):
@@ -188,11 +191,12 @@ class _Comparison:
                 pairs.append((x.else_case, y.else_case, path + ("else_case",)))
             self.push_all(pairs)
         elif isinstance(x, (S.Evaluate, S.Return)):
-            self.push(x.value, y.value, path + ("value",))  # type: ignore[union-attr]
+            assert isinstance(y, (S.Evaluate, S.Return))
+            self.push(x.value, y.value, path + ("value",))
         else:
             raise TypeError(f"structural_equal: unknown statement {type(x).__name__}")
 
-    def then_scope(self, defs: list[tuple[object, object, Path]], x: Node, y: Node, path: Path) -> None:
+    def then_scope(self, defs: Sequence[tuple[object, object, Path]], x: Node, y: Node, path: Path) -> None:
         """`scope(...)`, once the tasks pushed after this one have run."""
         self.tasks.append(lambda: self.scope(defs, x, y, path))
 
@@ -210,7 +214,8 @@ class _Comparison:
             self.used(x, y, path, "variable")
             return
         if isinstance(x, (E.IntImm, E.FloatImm)):
-            if not _same_number(x.value, y.value):  # type: ignore[union-attr]
+            assert isinstance(y, (E.IntImm, E.FloatImm))
+            if not _same_number(x.value, y.value):
                 raise _Differ(path, f"{_short(x)} vs {_short(y)}")
             return
         shallow = _SHALLOW.get(type(x))
@@ -223,7 +228,7 @@ class _Comparison:
         if isinstance(x, E.BufferPtr):
             assert isinstance(y, E.BufferPtr)
             self.buffer(x.buffer, y.buffer, path + ("buffer",))
-        if isinstance(x, E.ProducerLoad) and x.producer is not y.producer:  # type: ignore[union-attr]
+        if isinstance(x, E.ProducerLoad) and isinstance(y, E.ProducerLoad) and x.producer is not y.producer:
             raise _Differ(path, f"reads of different tensors: {_short(x)} vs {_short(y)}")
         xs, ys = E.children(x), E.children(y)
         if len(xs) != len(ys):
@@ -232,11 +237,11 @@ class _Comparison:
 
 
 # what must be equal in two nodes of a type, apart from their children (and dtype, checked first)
-_SHALLOW: dict[type, Callable[[E.PrimExpr], object]] = {
-    E.BinaryOp: lambda e: e.op,  # type: ignore[attr-defined]
-    E.UnaryOp: lambda e: e.op,  # type: ignore[attr-defined]
-    E.Select: lambda e: e.guarded,  # type: ignore[attr-defined]
-    E.Call: lambda e: e.func,  # type: ignore[attr-defined]
+_SHALLOW: dict[type, Callable[[Any], object]] = {
+    E.BinaryOp: lambda e: e.op,
+    E.UnaryOp: lambda e: e.op,
+    E.Select: lambda e: e.guarded,
+    E.Call: lambda e: e.func,
 }
 
 

@@ -170,7 +170,8 @@ class _Checker:
             self.fail(f"operands of {e.op.value} are {e.a.dtype}, expected integers")
 
     def intrinsic(self, e: E.Call) -> None:
-        name = e.func.value  # type: ignore[union-attr]
+        assert isinstance(e.func, E.Intrinsic)
+        name = e.func.value
         if len(e.args) != 1:
             self.fail(f"intrinsic {name} takes 1 argument, got {len(e.args)}")
         arg = e.args[0].dtype
