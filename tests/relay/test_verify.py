@@ -67,6 +67,14 @@ def test_stale_types_are_found():
     y = Var("y", TensorType((3,), "float32"))
     let = Let(y, x, y)
     fails(Function((x,), let), r"let %y: Tensor\[\(3,\), float32\] is bound to a Tensor\[\(2,\), float32\] value")
+    declared = Function((x,), ew.add(x, x), ret_type=TensorType((3,), "float32"))
+    fails(typed_body(declared), r"a function declares return type Tensor\[\(3,\), float32\], its body has Tensor\[\(2,")
+
+
+def typed_body(func: Function) -> Function:
+    """`func` with its body typed, itself not (InferType would refuse the function)."""
+    body = typed(Function(func.params, func.body)).main.body
+    return Function(func.params, body, func.ret_type, func.attrs)
 
 
 def test_each_variable_is_bound_once():
@@ -101,9 +109,9 @@ def test_closures_are_allowed_but_kernels_are_closed():
 
 def test_calls_match_their_callee_arity():
     x = var()
-    fails(Function((x,), Call(ew.add, (x,))), "call of add passes 1 arguments, expected 2")
+    fails(Function((x,), Call(ew.add, (x,))), "call of add passes 1 argument, expected 2")
     fails(Function((x,), Call(Function((var("a"), var("b")), x), (x,))),
-          "call of the called function passes 1 arguments, expected 2")
+          "call of a function passes 1 argument, expected 2")
     a, out = Buffer("a", (2,), "float32"), Buffer("out", (2,), "float32")
     i = E.Var("i")
     kernel = S.PrimFunc("k", (a, out), S.For(i, E.IntImm(2), S.BufferStore(out, E.BufferLoad(a, (i,), "float32"), (i,))), 1)

@@ -8,10 +8,13 @@ Checked on each function of a module, in one walk over its graph:
   and primitive or external functions, which are lowered on their own, are
   closed too;
 - every call passes as many arguments as its callee takes (an operator's
-  `num_inputs`, a function's parameters, a PrimFunc's inputs), and a called
-  global exists in the module;
-- with `require_types`, every expression has a checked type, and a variable's
-  checked type is its annotation.
+  `num_inputs`, read from the call's `Op` object; a function's parameters; a
+  PrimFunc's inputs), and a called global exists in the module;
+- types: with `require_types` (after InferType), and in any function that
+  carries a checked type, every expression has one and a variable's is its
+  annotation; wherever a type follows from the children's types (tuples,
+  projections, lets, functions, calls of functions, constants) the two agree,
+  so a type left stale by a rewrite is found. Operator calls are not re-typed.
 
 A failure raises `VerificationError` naming the function and the node, with
 the lines of the printed function around it (the node's line is marked).
@@ -25,6 +28,7 @@ from collections.abc import Callable
 
 from ..errors import VerificationError
 from ..tir.stmt import PrimFunc
+from ..tir.verify import verify_primfunc
 from ..util.excerpt import MARKER, excerpt_at_marker
 from .expr import Call, Constant, Expr, Function, GlobalVar, Let, Tuple, TupleGetItem, Var, children
 from .module import IRModule
@@ -37,8 +41,6 @@ _EMPTY: frozenset[int] = frozenset()
 
 def verify_module(mod: IRModule, require_types: bool = False) -> None:
     """Verify every function of `mod`: Relay functions here, PrimFuncs with the TIR verifier."""
-    from ..tir.verify import verify_primfunc
-
     for gv, func in mod.items():
         if isinstance(func, PrimFunc):
             verify_primfunc(func)
@@ -116,6 +118,10 @@ class _Checker:
         if expected is not None and expected != ty:
             self.fail(self._line_of(node), f"{_describe(node)} is typed {ty}, but its parts give {expected} "
                       "(a stale type)", "stale type")
+        if isinstance(node, Function) and None not in (node.ret_type, node.body.checked_type_) \
+                and node.ret_type != node.body.checked_type_:
+            self.fail(node, f"a function declares return type {node.ret_type}, its body has "
+                      f"{node.body.checked_type_}", "return type differs")
         if isinstance(node, Let) and None not in (node.var.checked_type_, node.value.checked_type_) \
                 and node.var.checked_type_ != node.value.checked_type_:
             self.fail(node, f"let %{node.var.name_hint}: {node.var.checked_type_} is bound to a "
@@ -131,7 +137,7 @@ class _Checker:
         op = call.op
         got = len(call.args)
         if isinstance(op, Function):
-            expected, what = len(op.params), "the called function"
+            expected, what = len(op.params), "a function"
         elif isinstance(op, GlobalVar):
             if self.mod is None:
                 return
@@ -149,8 +155,8 @@ class _Checker:
                 return
             expected, what = num_inputs, getattr(op, "name", repr(op))
         if got != expected:
-            self.fail(call, f"call of {what} passes {got} arguments, expected {expected}",
-                      f"{got} arguments, expected {expected}")
+            self.fail(call, f"call of {what} passes {got} argument{'s' * (got != 1)}, expected {expected}",
+                      f"{got} argument{'s' * (got != 1)}, expected {expected}")
 
     def _fail_free(self, scope: Function, free: dict[int, frozenset[int]], why: str,
                    binder: dict[int, Expr] | None = None) -> None:

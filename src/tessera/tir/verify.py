@@ -6,16 +6,26 @@
   twice in one scope.
 - Variables are bound: every `Var` an expression reads is the variable of an
   enclosing `For` or `LetStmt`, and no variable is bound again inside its own
-  scope. Sibling loops may reuse one variable (each binds it afresh), which
-  lowering does when it emits a stage's loops for checks and compute alike.
+  scope. Sibling loops may share one variable (each binds it afresh): the
+  lowering of a register tile loops over the tile with the same variables to
+  clear it, accumulate into it and write it back.
 - Dtypes agree: the operands of a binary operation share a dtype, and its
-  result is that dtype (or bool, for comparisons and logic); conditions are
-  bool; a store's value and a load have the buffer's dtype; a load or store
-  has one integer index per buffer dimension; a loop's extent has its
-  variable's dtype, as a let's value has its variable's.
+  result is that dtype (or bool, for comparisons and logic, whose operands
+  are bool); bitwise operands are integers; conditions are bool; a store's
+  value and a load have the buffer's dtype; a load or store has one integer
+  index per buffer dimension; a loop's extent has its variable's dtype, as a
+  let's value has its variable's; immediates fit their dtype (int32, the
+  index dtype, excepted: see below); an intrinsic takes one argument of the
+  kind it computes on.
+- No tensor-expression read (`ProducerLoad`) is left.
+
+Index arithmetic is exact until WidenIndices (at code generation) computes
+in int64 what leaves int32, so an int32 immediate may hold a larger value
+(the extent of a loop over 2**31 + 1 elements). Bounds are not checked:
+lowering addresses a row-major buffer with a flat offset in its last index.
 
 Failures raise `VerificationError` naming the PrimFunc, with the statement
-and the headers of the loops, lets and allocations around it.
+and the headers of the loops, lets, allocations and `if`s around it.
 """
 
 from __future__ import annotations
