@@ -4,15 +4,28 @@ Generated C must compile warning-free (TESSERA_WERROR), and tests that tag
 themselves with a "suite" property are counted per suite: the counts are
 printed at the end of the run ("ONNX conformance" section). The hooks live
 here, in the top-level conftest, so pytest-xdist's controller runs them too.
+
+Every test runs inside `PassContext(config={"verify": True})`: the Relay and
+TIR verifiers check the IR after every pass, and contexts a test creates
+inherit the setting (see docs/verifier.md).
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
+
 from conformance.results import record, summary_lines
+from tessera.transform.pass_infra import PassContext
 
 os.environ.setdefault("TESSERA_WERROR", "1")
+
+
+@pytest.fixture(autouse=True)
+def _verify_ir_after_every_pass():
+    with PassContext(config={"verify": True}):
+        yield
 
 
 def pytest_runtest_logreport(report):

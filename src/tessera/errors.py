@@ -45,6 +45,13 @@ class ArtifactError(TesseraError):
     damaged, truncated, of the wrong kind, or its path is taken by something else."""
 
 
+class VerificationError(TesseraError):
+    """IR breaks an invariant of Relay or TIR (an unbound variable, an
+    undeclared buffer, mismatched dtypes). Raised by the verifiers in
+    `relay/verify.py` and `tir/verify.py`; it points at a bug in the pass or
+    hook that built the IR, not at the model."""
+
+
 class KernelFailure(RuntimeExecutionError):
     """A compiled kernel stopped with a non-zero status (see tessera.crt.status)."""
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,10 +48,18 @@ def _const_text(c: Constant) -> str:
     return f"meta.const(<{data.dtype.name} {'x'.join(map(str, data.shape))}>)"
 
 
+Note = Callable[[Expr], "str | None"]
+
+
 class _Printer:
-    def __init__(self) -> None:
+    def __init__(self, note: Note | None = None) -> None:
         self.var_names: dict[int, str] = {}
         self.used_var_names: set[str] = set()
+        self.note = note  # an optional comment for the line that defines a node
+
+    def noted(self, node: Expr, line: str) -> str:
+        text = self.note(node) if self.note is not None else None
+        return line if text is None else f"{line}  // {text}"
 
     def var_name(self, v: Var) -> str:
         if id(v) not in self.var_names:
@@ -76,7 +85,7 @@ class _Printer:
             ret_type = f.checked_type_.ret_type
         ret = f" -> {ret_type}" if ret_type is not None else ""
         attrs = self.func_attrs(f)
-        lines = [f"{head}({self.param_list(f)}){ret}{attrs} {{"]
+        lines = [self.noted(f, f"{head}({self.param_list(f)}){ret}{attrs} {{")]
         body_lines, result = self.body(f.body, indent + "  ")
         lines += body_lines
         lines.append(f"{indent}  {result}")
@@ -121,11 +130,12 @@ class _Printer:
             else:
                 ty = node.checked_type_
                 ty_text = f" /* ty={ty} */" if ty is not None else ""
-                lines.append(f"{indent}{name} = {self.node_text(node, names)}{ty_text};")
+                line = f"{indent}{name} = {self.node_text(node, names)}{ty_text};"
+                lines.append(self.noted(node, line) if node is not root else line)
             names[id(node)] = name
         if lines and lines[-1].startswith(f"{indent}{names[id(root)]} = ") and not isinstance(root, Function):
             last = lines.pop()
-            return lines, last[len(indent) + len(names[id(root)]) + 3 : -1]
+            return lines, self.noted(root, last[len(indent) + len(names[id(root)]) + 3 : -1])
         return lines, names[id(root)]
 
     def node_text(self, node: Expr, names: dict[int, str]) -> str:
@@ -152,8 +162,9 @@ class _Printer:
         return repr(node)
 
 
-def expr_str(e: Expr) -> str:
-    p = _Printer()
+def expr_str(e: Expr, note: Note | None = None) -> str:
+    """The text of `e`; `note(node)` may return a comment for the line that defines `node`."""
+    p = _Printer(note)
     if isinstance(e, Function):
         return "\n".join(p.function(e, "fn ", ""))
     lines, result = p.body(e, "")

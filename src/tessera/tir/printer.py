@@ -68,6 +68,28 @@ def stmt_lines(s: S.Stmt, indent: int = 0) -> list[str]:
     return [f"{pad}{s!r}"]
 
 
+def stmt_header(s: S.Stmt, indent: int = 0) -> str:
+    """The first line of `s` alone: a loop, let, allocation or `if` without its body."""
+    return stmt_lines(_without_body(s), indent)[0] if not isinstance(s, S.SeqStmt) or s.stmts else "  " * indent
+
+
+_NO_BODY = S.SeqStmt(())
+
+
+def _without_body(s: S.Stmt) -> S.Stmt:
+    if isinstance(s, S.For):
+        return S.For(s.loop_var, s.extent, _NO_BODY, s.kind)
+    if isinstance(s, S.LetStmt):
+        return S.LetStmt(s.var, s.value, _NO_BODY)
+    if isinstance(s, S.Allocate):
+        return S.Allocate(s.buffer, _NO_BODY)
+    if isinstance(s, S.IfThenElse):
+        return S.IfThenElse(s.cond, _NO_BODY)
+    if isinstance(s, S.SeqStmt):
+        return _without_body(s.stmts[0])
+    return s
+
+
 def primfunc_str(f: S.PrimFunc) -> str:
     params = ", ".join(f"{b.name}: Buffer({list(b.shape)}, {b.dtype})" for b in f.params)
     lines = [f"@prim_func def {f.name}({params}):  # {f.num_inputs} inputs"]

@@ -124,6 +124,7 @@ def infer_function(func: Expr, mod: IRModule | None = None, incremental: bool = 
 class InferType(Pass):
     name = "InferType"
     opt_level = 0
+    types_every_node = True
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
         result = mod

@@ -15,8 +15,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Optional, TextIO
 
+from ..errors import TesseraError, VerificationError
 from ..relay.expr import Function
 from ..relay.module import IRModule
+from ..relay.verify import verify_module
 
 
 class PassInstrument:
@@ -64,14 +66,34 @@ class PrintIRInstrument(PassInstrument):
             print(f"// after {pass_.name}\n{mod}\n", file=self.stream)
 
 
+VERIFY_CONFIG = "verify"  # PassContext.config key: verify the IR after every pass
+
+
 @dataclass
 class PassContext:
+    """Options of one compilation.
+
+    `config={"verify": True}` runs the Relay and TIR verifiers after every
+    pass. Without the key, a context takes the setting of the context that
+    is current when it is created, so a test suite (or a user) can turn
+    verification on once, around everything.
+    """
+
     opt_level: int = 2
     config: Mapping[str, object] = field(default_factory=dict)
     disabled_pass: Sequence[str] = ()
     instruments: Sequence[PassInstrument] = ()
+    verify: bool = field(init=False, default=False)  # read from config, or inherited
 
     _stack: ClassVar[list["PassContext"]] = []
+
+    def __post_init__(self) -> None:
+        setting = self.config.get(VERIFY_CONFIG)
+        if setting is None:
+            setting = PassContext._stack[-1].verify if PassContext._stack else False
+        if not isinstance(setting, bool):
+            raise TesseraError(f"PassContext config {VERIFY_CONFIG!r}: got {setting!r}, expected True or False")
+        self.verify = setting
 
     def __enter__(self) -> "PassContext":
         PassContext._stack.append(self)
@@ -102,6 +124,10 @@ class Pass:
 
     name: str = "Pass"
     opt_level: int = 0
+    # whether the verifier checks this pass's output (a Sequential's passes check their own)
+    verified: ClassVar[bool] = True
+    # whether every expression of the output has a checked type (the verifier then requires it)
+    types_every_node: ClassVar[bool] = False
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
         raise NotImplementedError
@@ -115,6 +141,8 @@ class Pass:
         result = self.transform(mod, ctx)
         for inst in ctx.instruments:
             inst.run_after_pass(result, self)
+        if ctx.verify and self.verified:  # after the instruments: timings leave it out, printed IR shows
+            _verify_after(self, mod, result)
         return result
 
     def __repr__(self) -> str:
@@ -137,7 +165,21 @@ class FunctionPass(Pass):
         return result
 
 
+def _verify_after(pass_: Pass, before: IRModule, after: IRModule) -> None:
+    """Verify a pass's output; on failure, tell a broken pass from broken input."""
+    try:
+        verify_module(after, require_types=pass_.types_every_node)
+    except VerificationError as err:
+        try:
+            verify_module(before)
+        except VerificationError as earlier:
+            raise VerificationError(f"the input of pass {pass_.name} is already invalid: {earlier}") from None
+        raise VerificationError(f"pass {pass_.name} produced invalid IR: {err}") from None
+
+
 class Sequential(Pass):
+    verified = False
+
     def __init__(self, passes: Sequence[Pass], name: str = "Sequential", opt_level: int = 0) -> None:
         self.passes = tuple(passes)
         self.name = name
