@@ -42,7 +42,7 @@ from ..relay.visitor import post_order
 from ..runtime.graph_executor import GraphModule
 from ..target.named import is_named_targets
 from ..target.target import Target, TargetLike
-from ..transform.infer_type import infer_expr
+from ..transform.infer_type import infer_function
 from ..transform.pass_infra import PassContext
 
 Progress = Callable[[str], None]
@@ -98,7 +98,7 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
     tgt = _single_target(target)
     ctx = ctx or PassContext.current()
     fused = fuse(mod, tgt, params, ctx, lambda msg: None, "tune")
-    main = infer_expr(fused.main, fused)
+    main = infer_function(fused.main, fused)
     tasks: dict[Workload, Task] = {}
     lowered: set[str] = set()
     asked: list[Choice] = []
