@@ -150,13 +150,8 @@ class GraphModule:
             raise RuntimeExecutionError(f"input {key!r}: got dtype {arr.dtype}, expected {spec.dtype}")
         return entry, arr
 
-    def set_input(self, key: str | int | None = None, value: np.ndarray | None = None, /,
-                  **named: np.ndarray) -> None:
-        """Copy inputs into this module's input buffers (not thread-safe, see the class).
-
-        By position or name, `set_input("x", x)`, or by keyword, `set_input(x=x)`
-        (`key` and `value` are positional-only, so inputs may have those names too).
-        """
+    def set_input(self, key: str | int | None = None, value: np.ndarray | None = None, **named: np.ndarray) -> None:
+        """Copy inputs into this module's input buffers (not thread-safe, see the class)."""
         items: list[tuple[str | int, np.ndarray | None]] = list(named.items())
         if key is not None:
             items.insert(0, (key, value))
@@ -167,8 +162,8 @@ class GraphModule:
 
     def run(self, **inputs: np.ndarray) -> None:
         """Run on the inputs set so far (`inputs` are set first); not thread-safe, see the class."""
-        if inputs:
-            self.set_input(**inputs)
+        for name, value in inputs.items():  # (by name and value: an input may be called "key" or "value")
+            self.set_input(name, value)
         self._execute(self._state.calls)
 
     def _execute(self, calls: list[Call]) -> None:

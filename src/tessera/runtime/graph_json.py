@@ -129,8 +129,8 @@ def parse_graph_json(data: bytes, source: str) -> GraphJson:
     c.require(pool_size is None or pool_size <= pooled, "pool_size",
               f"got {pool_size}, more than the {pooled} bytes its tensors and their alignment can need")
     outputs: list[object] = c.field(top, "outputs", list, "graph")
-    graph = GraphJson(nodes=checked_nodes, entries=checked_entries, node_row_ptr=row_ptr,
-                      outputs=[_check_ref(c, out, f"outputs[{k}]", len(nodes), row_ptr) for k, out in enumerate(outputs)],
+    refs = [_check_ref(c, out, f"outputs[{k}]", len(nodes), row_ptr) for k, out in enumerate(outputs)]
+    graph = GraphJson(nodes=checked_nodes, entries=checked_entries, node_row_ptr=row_ptr, outputs=refs,
                       inputs=c.int_list(c.field(top, "inputs", list, "graph"), "inputs"))
     for k, nid in enumerate(graph["inputs"]):
         c.require(0 <= nid < len(nodes) and checked_nodes[nid]["op"] == "input", f"inputs[{k}]",
@@ -195,7 +195,7 @@ def _check_node(c: _Checker, raw: object, nid: int, row_ptr: list[int], entries:
             node_entries, pooled)
 
 
-def _check_entry(c: _Checker, raw: object, k: int, node_where: str, pooled: bool,
+def _check_entry(c: _Checker, raw: object, k: int, node_where: str, kernel_result: bool,
                  pool_size: int | None) -> tuple[EntryJson, int]:
     """Entry `k` (shape and dtype; for a kernel result, its place in the pool) and its byte size."""
     where = f"entries[{k}] (of {node_where})"
@@ -205,7 +205,7 @@ def _check_entry(c: _Checker, raw: object, k: int, node_where: str, pooled: bool
     dtype = c.field(entry, "dtype", str, where)
     nbytes = math.prod(shape) * checked_dtype(dtype, f"{c.source}: {where}.dtype").itemsize
     checked = EntryJson(shape=shape, dtype=dtype)
-    if not pooled:
+    if not kernel_result:
         return checked, nbytes
     storage_id = entry.get("storage_id")
     if not (_is_int(storage_id) and storage_id >= 0):

@@ -211,7 +211,8 @@ def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassCon
     modules = []
     for lib in libs:
         gm = GraphModule(lib, num_threads=threads)
-        gm.set_input(**inputs)
+        for name, value in inputs.items():
+            gm.set_input(name, value)
         gm.run()
         modules.append(gm)
     _check_outputs(task, configs, modules)
