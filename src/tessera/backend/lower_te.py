@@ -11,7 +11,7 @@ target and the tuning log of the build's PassContext, and passes it down.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
 from .. import te
@@ -26,12 +26,14 @@ from ..relay.ty import TensorType
 from ..relay.visitor import post_order, rewrite
 from ..tir import expr as E
 from ..tir.stmt import PrimFunc
-from ..transform.infer_type import infer_expr
+from ..transform.infer_type import infer_expr, infer_function
 from ..target.target import Target
 from ..transform.pass_infra import Pass, PassContext
 from .target_hooks import DEVICE_ATTR, TARGET_ATTR
 
 MAX_NAME_OPS = 4
+
+Lowered = te.Tensor | tuple["Lowered", ...]  # what a Relay value of the kernel becomes: a tensor, or a tuple
 
 
 def _constant_tensor(c: Constant) -> te.Tensor:
@@ -47,7 +49,7 @@ def _constant_tensor(c: Constant) -> te.Tensor:
 def lower_primitive(func: Function, name: str, sched: ScheduleContext) -> PrimFunc:
     """One fused Relay function -> one PrimFunc named `name`; every op's compute is scheduled by `sched`."""
     inputs = []
-    env: dict[int, object] = {}
+    env: dict[int, Lowered] = {}
     for p in func.params:
         ty = p.checked_type
         if not isinstance(ty, TensorType):
@@ -69,7 +71,10 @@ def lower_primitive(func: Function, name: str, sched: ScheduleContext) -> PrimFu
         elif isinstance(node, Tuple):
             env[id(node)] = tuple(env[id(f)] for f in node.fields)
         elif isinstance(node, TupleGetItem):
-            env[id(node)] = env[id(node.tuple_value)][node.index]  # type: ignore[index]
+            value = env[id(node.tuple_value)]
+            if not isinstance(value, tuple):
+                raise CompileError(f"kernel {name}: item {node.index} taken from a tensor, not a tuple")
+            env[id(node)] = value[node.index]
         elif isinstance(node, Var):
             raise CompileError(f"kernel {name}: free variable %{node.name_hint}")
         else:
@@ -79,7 +84,7 @@ def lower_primitive(func: Function, name: str, sched: ScheduleContext) -> PrimFu
     return te.lower(name, inputs, outputs)
 
 
-def _flatten(value: object):
+def _flatten(value: Lowered) -> Iterator[te.Tensor]:
     if isinstance(value, tuple):
         for v in value:
             yield from _flatten(v)
@@ -129,8 +134,8 @@ class LowerTE(Pass):
             nonlocal new_mod
             if not (isinstance(new, Call) and isinstance(new.op, Function) and new.op.attrs.primitive):
                 return None
+            assert isinstance(old, Call) and isinstance(old.op, Function)
             func = old.op  # typed
-            assert isinstance(func, Function)
             if func.attrs.compiler:
                 return None  # owned by an external code generator
             device = func.attrs.extra.get(DEVICE_ATTR)
@@ -153,5 +158,6 @@ class LowerTE(Pass):
             return Call(gv, new.args)
 
         lowered = rewrite(main, visit, into_functions=False)
-        new_mod = new_mod.with_function(main_gv, lowered)  # type: ignore[arg-type]
-        return new_mod.with_function(main_gv, infer_expr(new_mod.main, new_mod))  # type: ignore[arg-type]
+        assert isinstance(lowered, Function)  # a rewrite of a function is one
+        new_mod = new_mod.with_function(main_gv, lowered)
+        return new_mod.with_function(main_gv, infer_function(new_mod.main, new_mod))

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import CompileError
 from ..relay.expr import Call, Constant, Function, GlobalVar, Tuple, TupleGetItem, Var
 from ..relay.module import IRModule
-from ..relay.ty import TensorType, flatten_tensor_types
+from ..relay.ty import TensorType, TupleType, flatten_tensor_types
 from ..relay.visitor import post_order
 from ..tir.stmt import PrimFunc
 from .lift_workspace import workspace_params
@@ -139,13 +139,17 @@ def extract_program(mod: IRModule, order: str = "memory", allow_external: bool =
         if id(node) in tensors or isinstance(node, (Var, GlobalVar, Function)):
             continue
         if isinstance(node, Constant):
-            t = Tensor(f"p{len(params)}", node.checked_type, Role.PARAM, data=np.asarray(node.data))
+            t = Tensor(f"p{len(params)}", _tensor_type(node.checked_type, f"constant p{len(params)}"), Role.PARAM,
+                       data=np.asarray(node.data))
             params.append(t)
             tensors[id(node)] = [t]
         elif isinstance(node, Tuple):
             tensors[id(node)] = [t for f in node.fields for t in tensors[id(f)]]
         elif isinstance(node, TupleGetItem):
-            fields = node.tuple_value.checked_type.fields  # type: ignore[union-attr]
+            tuple_type = node.tuple_value.checked_type
+            if not isinstance(tuple_type, TupleType):
+                raise CompileError(f"item {node.index} taken from a {tuple_type}, not a tuple")
+            fields = tuple_type.fields
             start = sum(len(flatten_tensor_types(f)) for f in fields[:node.index])
             width = len(flatten_tensor_types(fields[node.index]))
             tensors[id(node)] = tensors[id(node.tuple_value)][start:start + width]

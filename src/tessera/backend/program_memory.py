@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..errors import CompileError
 from ..relay.module import IRModule
+from ..target import Target
 from ..tir.stmt import MAY_ALIAS_ATTR, PrimFunc
 from .inplace import inplace_pairs, kernel_spans, scratch_in_outputs
 from .lift_workspace import workspace_params
@@ -90,9 +91,14 @@ def _kinds(program: Program, host_kind: str) -> dict[int, set[str]]:
     kinds: dict[int, set[str]] = {}
     for s in program.steps:
         func = program.kernels.get(s.kernel)
-        target = func.attrs.get(TARGET_ATTR) if func is not None else None
-        piece = func.attrs.get(DEVICE_ATTR) if func is not None else None
-        kind = piece or getattr(getattr(target, "kind", None), "name", host_kind)
+        attrs = func.attrs if func is not None else {}
+        piece, target = attrs.get(DEVICE_ATTR), attrs.get(TARGET_ATTR)
+        if isinstance(piece, str) and piece:
+            kind = piece
+        elif isinstance(target, Target):
+            kind = target.kind.name
+        else:
+            kind = host_kind
         for t in s.args:
             kinds.setdefault(id(t.buffer_owner), set()).add(kind)
     return kinds
@@ -231,7 +237,7 @@ def overlapping_params(steps: Sequence[Step], kernels: dict[str, PrimFunc]) -> d
     for s in steps:
         if s.kernel not in kernels:
             continue
-        ranges = []
+        ranges: list[tuple[int, int, tuple[str, str | int], int, int]] = []  # (argument, tensor, memory, start, end)
         for a, t in enumerate(s.args):
             owner = t.buffer_owner
             if owner.role in POOLED:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
@@ -15,8 +16,14 @@ from ..target.named import CompilationConfig
 from ..target.target import Target
 from .paths import readable_file
 
+if TYPE_CHECKING:  # the compiler is imported when a subcommand compiles
+    from ..backend.aot.library import AotLibrary
+    from ..runtime.graph_library import GraphExecutorLibrary
 
-def progress(quiet: bool):
+Say = Callable[[str], None]  # prints a progress message
+
+
+def progress(quiet: bool) -> Say:
     start = time.perf_counter()
 
     def say(message: str) -> None:
@@ -61,17 +68,30 @@ def runs_onnx_nodes(target: Target | CompilationConfig) -> bool:
     return any("onnx.opaque" in a.kind.supported_ops for piece in pieces for a in piece.accelerators)
 
 
-def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str = "c", opt_level: int = 2,
+@overload
+def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
+                 dump_ir: bool = False, executor: Literal["graph"] = "graph", mod_name: str = "default",
+                 tuning_log: str | None = None) -> GraphExecutorLibrary: ...
+@overload
+def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
+                 dump_ir: bool = False, *, executor: Literal["aot"], mod_name: str = "default",
+                 tuning_log: str | None = None) -> AotLibrary: ...
+@overload
+def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
                  dump_ir: bool = False, executor: str = "graph", mod_name: str = "default",
-                 tuning_log: str | None = None):
+                 tuning_log: str | None = None) -> GraphExecutorLibrary | AotLibrary: ...
+def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
+                 dump_ir: bool = False, executor: str = "graph", mod_name: str = "default",
+                 tuning_log: str | None = None) -> GraphExecutorLibrary | AotLibrary:
     """Import and build an ONNX file the way every subcommand does (with a tuning log's schedules, if given)."""
+    from ..backend.aot.library import AotLibrary
     from ..backend.build_module import build
     from ..frontend import from_onnx
     from ..target.named import is_named_targets, parse_named_targets
     from ..transform import PassContext, PrintIRInstrument
     from ..tune import LOG_CONFIG_KEY, TuningLog
 
-    config = {}
+    config: dict[str, object] = {}
     if tuning_log is not None:
         if Path(tuning_log).exists():  # (a missing log gets TuningLog's hint on making one)
             readable_file("--tuning-log", tuning_log)
@@ -83,14 +103,14 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say, target: str
     mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(tgt))
     instruments = [PrintIRInstrument(["FuseOps", "LowerTE"], sys.stderr)] if dump_ir else []
     with PassContext(opt_level=opt_level, config=config, instruments=instruments) as ctx:
-        lib = build(mod, target=tgt, params=params, ctx=ctx, progress=say, executor=executor,
-                            mod_name=mod_name)
-    if executor == "aot":
+        lib = build(mod, target=tgt, params=params, ctx=ctx, progress=say, executor=executor, mod_name=mod_name)
+    if isinstance(lib, AotLibrary):
         source = Path(path).read_bytes()
         lib.source_model = source if len(source) <= MAX_EMBEDDED_MODEL else None
         say(f"generated {len(lib.program.kernels)} kernels (python {lib.python_seconds:.1f}s)")
     else:
-        say(f"compiled {len(lib.module.function_names)} kernels (python {lib.python_seconds:.1f}s, "
+        kernels = lib.module.function_names if lib.module is not None else []  # (a fresh build has its module)
+        say(f"compiled {len(kernels)} kernels (python {lib.python_seconds:.1f}s, "
             f"C compiler {lib.compile_seconds:.1f}s)")
     return lib
 

@@ -77,10 +77,12 @@ def run(args: argparse.Namespace) -> int:
     mod_name = args.mod_name or (model_name_for(args.model) if executor == "aot" else "default")
     lib = compile_onnx(args.model, shapes, say, args.target, args.opt_level, args.dump_ir, executor, mod_name,
                        args.tuning_log)
+    from ..backend.aot.library import AotLibrary  # (imported by the compile already)
+
     if args.report:
         from ..backend.report import partition_report
 
-        report = partition_report(lib.partitioned_mod if executor == "aot" else lib)
+        report = partition_report(lib.partitioned_mod if isinstance(lib, AotLibrary) else lib)
         print(report.text())
         title = f"tessera: {Path(args.model).name} for {args.target}"
         atomic_write_text(make_parent(Path(args.report)), report.html(title))
@@ -95,17 +97,17 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     say(f"exporting {out}")
     lib.export_library(out)
-    if args.emit_c:
+    if isinstance(lib, AotLibrary):
+        meta = lib.metadata()
+        pools = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in meta["pools"])
+        print(f"model {meta['model_name']}: weights {meta['params_bytes']} B, pools {pools} "
+              f"(lower bound {meta['lower_bound_bytes']} B)")
+    elif args.emit_c:  # (the graph executor's only: _check_paths refuses it for aot)
         folder = Path(args.emit_c)
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in lib.c_sources.items():
             atomic_write_text(folder / name, text)
         say(f"wrote generated C to {folder}/")
-    if executor == "aot":
-        meta = lib.metadata()
-        pools = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in meta["pools"])
-        print(f"model {meta['model_name']}: weights {meta['params_bytes']} B, pools {pools} "
-              f"(lower bound {meta['lower_bound_bytes']} B)")
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) if out.is_dir() else out.stat().st_size
     print(f"wrote {out} ({size} bytes)")
     return 0

@@ -10,7 +10,7 @@ in first-use order. Subclasses (e.g. a library target's TIRToRuntime) override
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 
 from .. import dtype as dt
 from ..crt.status import Status, is_status
@@ -21,6 +21,7 @@ from ..tir.buffer import Buffer, Scope
 from ..tir.index_width import widen_indices
 from ..tir.int8_dot import use_int8_dot
 from ..tir.layout import flat_index
+from ..util.dispatch import TypeDispatch
 from .c_helpers import helper_name, helper_source
 from .c_reserved import RESERVED_WORDS
 from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
@@ -156,12 +157,15 @@ class CodeGenC:
         self._uses_status = True
 
 
-def _param_decls(func: S.PrimFunc, name_of) -> list[str]:
+def _param_decls(func: S.PrimFunc, name_of: Callable[[Buffer], str]) -> list[str]:
     params = []
     shared = func.attrs.get(S.MAY_ALIAS_ATTR, ())
+    if not isinstance(shared, Container):
+        raise CompileError(f"kernel {func.name}: attribute {S.MAY_ALIAS_ATTR!r} must hold parameter indices, "
+                           f"got {shared!r}")
     for k, buf in enumerate(func.params):
         const = "const " if k < func.num_inputs else ""
-        restrict = "" if k in shared else "restrict "  # type: ignore[operator]
+        restrict = "" if k in shared else "restrict "
         params.append(f"{const}{dt.c_type(buf.dtype)}* {restrict}{name_of(buf)}")
     return params
 
@@ -177,6 +181,11 @@ def prototype(func: S.PrimFunc) -> str:
     ns = function_namespace(func)
     params = _param_decls(func, lambda b: ns.name_of(b, b.name))
     return f"int32_t {func.name}({', '.join(params) or 'void'});"
+
+
+# The C text of each statement and expression class: methods of _FunctionWriter, registered where defined.
+_STMTS: TypeDispatch[_FunctionWriter, S.Stmt, None] = TypeDispatch()
+_EXPRS: TypeDispatch[_FunctionWriter, E.PrimExpr, str] = TypeDispatch()
 
 
 class _FunctionWriter:
@@ -207,21 +216,23 @@ class _FunctionWriter:
         self.lines.append("  " * self.indent + text)
 
     def stmt(self, s: S.Stmt) -> None:
-        handler = _STMT_HANDLERS.get(type(s))
+        handler = _STMTS.get(type(s))
         if handler is None:
             raise CompileError(f"C codegen: unsupported statement {type(s).__name__}")
         handler(self, s)
 
+    @_STMTS.register(S.For)
     def _for(self, s: S.For) -> None:
         var = self.ns.name_of(s.loop_var, s.loop_var.name)
         c = dt.c_type(s.loop_var.dtype)
         self.nonneg.add(id(s.loop_var))
         if s.kind is S.ForKind.PARALLEL and s is not self._collapsed_inner:
             self.gen.note_parallel()
-            collapse = isinstance(s.body, S.For) and s.body.kind is S.ForKind.PARALLEL
-            if collapse:
+            if isinstance(s.body, S.For) and s.body.kind is S.ForKind.PARALLEL:
                 self._collapsed_inner = s.body  # covered by this pragma
-            self.emit(PARALLEL_FOR_2 if collapse else PARALLEL_FOR)
+                self.emit(PARALLEL_FOR_2)
+            else:
+                self.emit(PARALLEL_FOR)
         elif s.kind is S.ForKind.UNROLLED:
             self.emit("#pragma GCC unroll 16")
         elif s.kind is S.ForKind.VECTORIZED:
@@ -235,13 +246,16 @@ class _FunctionWriter:
         self.indent -= 1
         self.emit("}")
 
+    @_STMTS.register(S.SeqStmt)
     def _seq(self, s: S.SeqStmt) -> None:
         for x in s.stmts:
             self.stmt(x)
 
+    @_STMTS.register(S.BufferStore)
     def _store(self, s: S.BufferStore) -> None:
         self.emit(f"{self.lvalue(s.buffer, s.indices)} = {self.expr(s.value)};")
 
+    @_STMTS.register(S.IfThenElse)
     def _if(self, s: S.IfThenElse) -> None:
         cond = self.expr(s.cond)
         if cond.startswith("(") and cond.endswith(")") and _balanced(cond[1:-1]):
@@ -257,6 +271,7 @@ class _FunctionWriter:
             self.indent -= 1
         self.emit("}")
 
+    @_STMTS.register(S.Allocate)
     def _allocate(self, s: S.Allocate) -> None:
         buf = s.buffer
         name = self.ns.name_of(buf, buf.name)
@@ -280,14 +295,17 @@ class _FunctionWriter:
         self._workspace.pop()
         self.emit(f"TSBackendFreeWorkspace({name});")
 
+    @_STMTS.register(S.LetStmt)
     def _let(self, s: S.LetStmt) -> None:
         name = self.ns.name_of(s.var, s.var.name)
         self.emit(f"const {dt.c_type(s.var.dtype)} {name} = {self.expr(s.value)};")
         self.stmt(s.body)
 
+    @_STMTS.register(S.Evaluate)
     def _evaluate(self, s: S.Evaluate) -> None:
         self.emit(f"{self.expr(s.value)};")
 
+    @_STMTS.register(S.Return)
     def _return(self, s: S.Return) -> None:
         if self._parallel_depth:
             raise CompileError(f"kernel {self.func.name}: cannot return from inside a parallel loop")
@@ -311,23 +329,28 @@ class _FunctionWriter:
         return f"{name}[{index}]"
 
     def expr(self, e: E.PrimExpr) -> str:
-        handler = _EXPR_HANDLERS.get(type(e))
+        handler = _EXPRS.get(type(e))
         if handler is None:
             raise CompileError(f"C codegen: unsupported expression {type(e).__name__}")
         return handler(self, e)
 
+    @_EXPRS.register(E.Var)
     def _var(self, e: E.Var) -> str:
         return self.ns.name_of(e, e.name)
 
+    @_EXPRS.register(E.IntImm)
     def _int(self, e: E.IntImm) -> str:
         return int_literal(e.value, e.dtype)
 
+    @_EXPRS.register(E.FloatImm)
     def _float(self, e: E.FloatImm) -> str:
         return float_literal(e.value, e.dtype)
 
+    @_EXPRS.register(E.BufferLoad)
     def _load(self, e: E.BufferLoad) -> str:
         return self.lvalue(e.buffer, e.indices)
 
+    @_EXPRS.register(E.BufferPtr)
     def _buffer_ptr(self, e: E.BufferPtr) -> str:
         buf, root = e.buffer, e.buffer.root
         name = self.ns.name_of(root, root.name)
@@ -340,17 +363,20 @@ class _FunctionWriter:
             return name
         return f"({name} + {self.expr(e.offset)})"
 
+    @_EXPRS.register(E.Cast)
     def _cast(self, e: E.Cast) -> str:
         if e.dtype == "bool":
             return f"(({self.expr(e.value)}) != 0)"
         return f"(({dt.c_type(e.dtype)})({self.expr(e.value)}))"
 
+    @_EXPRS.register(E.Select)
     def _select(self, e: E.Select) -> str:
         if e.guarded:  # a C conditional evaluates only the chosen side
             return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
         helper = self.gen.declare_helper("select", e.dtype)
         return f"{helper}({self.expr(e.cond)}, {self.expr(e.true_value)}, {self.expr(e.false_value)})"
 
+    @_EXPRS.register(E.UnaryOp)
     def _unary(self, e: E.UnaryOp) -> str:
         return f"({e.op.value}{self.expr(e.a)})"
 
@@ -367,6 +393,7 @@ class _FunctionWriter:
             return not dt.is_float(e.value.dtype) and self.is_nonneg(e.value)
         return False
 
+    @_EXPRS.register(E.BinaryOp)
     def _binary(self, e: E.BinaryOp) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
         d = e.a.dtype
@@ -396,6 +423,7 @@ class _FunctionWriter:
             return f"{self.gen.declare_helper('ipow', d)}({a}, {b})"
         raise CompileError(f"C codegen: unsupported operator {op}")
 
+    @_EXPRS.register(E.Call)
     def _call(self, e: E.Call) -> str:
         if e.func is E.Intrinsic.DOT_INT8:
             return self._dot_int8(e)
@@ -440,26 +468,3 @@ def _balanced(text: str) -> bool:
 def _float_fn(name: str, dtype: str) -> str:
     return name + "f" if dtype == "float32" else name
 
-
-_STMT_HANDLERS: dict[type, Callable[[_FunctionWriter, S.Stmt], None]] = {
-    S.For: _FunctionWriter._for,
-    S.SeqStmt: _FunctionWriter._seq,
-    S.BufferStore: _FunctionWriter._store,
-    S.IfThenElse: _FunctionWriter._if,
-    S.Allocate: _FunctionWriter._allocate,
-    S.LetStmt: _FunctionWriter._let,
-    S.Evaluate: _FunctionWriter._evaluate,
-    S.Return: _FunctionWriter._return,
-}
-_EXPR_HANDLERS: dict[type, Callable[[_FunctionWriter, E.PrimExpr], str]] = {
-    E.Var: _FunctionWriter._var,
-    E.IntImm: _FunctionWriter._int,
-    E.FloatImm: _FunctionWriter._float,
-    E.BufferLoad: _FunctionWriter._load,
-    E.Cast: _FunctionWriter._cast,
-    E.Select: _FunctionWriter._select,
-    E.UnaryOp: _FunctionWriter._unary,
-    E.BinaryOp: _FunctionWriter._binary,
-    E.Call: _FunctionWriter._call,
-    E.BufferPtr: _FunctionWriter._buffer_ptr,
-}

@@ -228,7 +228,7 @@ def _shrink(x: E.PrimExpr, a: ShrinkAttrs) -> E.PrimExpr:
 def _np_shrink(x: np.ndarray, a: ShrinkAttrs) -> np.ndarray:
     v = x.astype(_shrink_dtype(x.dtype.name))
     lambd, bias = attr_scalar(a.lambd, v), attr_scalar(a.bias, v)
-    out = np.where(v < -lambd, v + bias, np.where(v > lambd, v - bias, v.dtype.type(0)))
+    out = np.where(v < np.negative(lambd), v + bias, np.where(v > lambd, v - bias, v.dtype.type(0)))
     return R.np_cast(out, x.dtype.name)
 
 

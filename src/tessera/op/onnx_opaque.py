@@ -52,6 +52,7 @@ def _reference(args: list[np.ndarray], attrs: OnnxNodeAttrs):
     graph = helper.make_graph([node], "fold", inputs, outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in attrs.opsets])
     results = ReferenceEvaluator(model).run(None, {i.name: a for i, a in zip(inputs, args)})
+    assert isinstance(results, list)  # the outputs in order (a dict only with intermediate=True)
     return results[0] if len(results) == 1 else tuple(results)
 
 

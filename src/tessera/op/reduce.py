@@ -188,7 +188,7 @@ def _topk_compute(inputs: list[te.Tensor], attrs: TopKAttrs, out: TupleType,
 
     rank = te.compute(x.shape, rank_of, name="topk_rank")
     s = te.reduce_axis(x.shape[axis], "s")
-    shape = out.fields[0].shape
+    shape = as_tensor(out.fields[0], "topk values").shape
 
     def index_of(*j: E.Var) -> E.PrimExpr:
         # exactly one element has rank j: summing its position is exact (and,

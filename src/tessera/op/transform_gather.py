@@ -155,7 +155,7 @@ def _gather_elements_ref(args: list[np.ndarray], attrs: GatherElementsAttrs) -> 
     x, idx = args
     _gather_elements_values([x.shape, idx.shape], [x, idx], attrs)
     axis = normalize_axis(attrs.axis, x.ndim)
-    grid = list(np.indices(idx.shape, sparse=True))
+    grid: list[np.ndarray] = list(np.indices(idx.shape, sparse=True))
     grid[axis] = wrap_index_np(idx, x.shape[axis])
     return x[tuple(grid)]
 
@@ -303,7 +303,7 @@ def _reverse_sequence_ref(args: list[np.ndarray], attrs: ReverseSequenceAttrs) -
     t, b = _reverse_sequence_axes(TensorType(x.shape, x.dtype.name), attrs)
     out = x.copy()
     for k, n in enumerate(lens.astype(np.int64)):
-        src = [slice(None)] * x.ndim
+        src: list[slice | int] = [slice(None)] * x.ndim
         src[b], src[t] = k, slice(0, n)
         dst = list(src)
         dst[t] = slice(n - 1, None, -1) if n else slice(0, 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -21,13 +22,22 @@ from ._util import as_tensor
 from .registry import OpPattern, register_op
 from .schedule_context import ScheduleContext
 
-PAD_MODES = ("constant", "edge", "reflect", "wrap")
+PadMode = Literal["constant", "edge", "reflect", "wrap"]
+PAD_MODES: tuple[PadMode, ...] = get_args(PadMode)
 
 
 @dataclass(frozen=True)
 class PadAttrs:
     pad_width: tuple[tuple[int, int], ...]  # (before, after) per axis
-    mode: str = "constant"
+    mode: str = "constant"  # one of PAD_MODES (checked by `pad_mode`: attrs come from keyword arguments)
+
+
+def pad_mode(attrs: PadAttrs) -> PadMode:
+    """The mode of `attrs`, checked."""
+    for mode in PAD_MODES:
+        if attrs.mode == mode:
+            return mode
+    raise TypeInferenceError(f"pad mode {attrs.mode!r} is not valid; expected one of {', '.join(PAD_MODES)}")
 
 
 @dataclass(frozen=True)
@@ -39,8 +49,7 @@ class _AxisPlan:
 
 
 def _plans(x: TensorType, attrs: PadAttrs) -> list[_AxisPlan]:
-    if attrs.mode not in PAD_MODES:
-        raise TypeInferenceError(f"pad mode {attrs.mode!r} is not valid; expected one of {', '.join(PAD_MODES)}")
+    pad_mode(attrs)
     if len(attrs.pad_width) != x.ndim:
         raise TypeInferenceError(f"pad_width needs {x.ndim} (before, after) pairs, got {len(attrs.pad_width)}")
     plans = []
@@ -69,9 +78,10 @@ def _pad_ref(args: list[np.ndarray], attrs: PadAttrs) -> np.ndarray:
     crop = tuple(slice(p.crop, p.crop + p.extent) for p in plans)
     widths = [(max(a, 0), max(b, 0)) for a, b in attrs.pad_width]
     x = x[crop]
-    if attrs.mode == "constant":
+    mode = pad_mode(attrs)
+    if mode == "constant":
         return np.pad(x, widths, mode="constant", constant_values=value.reshape(()))
-    return np.pad(x, widths, mode=attrs.mode)
+    return np.pad(x, widths, mode=mode)
 
 
 # mode -> (position j in [-before, extent + after), extent) -> position in [0, extent)

@@ -42,7 +42,8 @@ from .transform_gather import (
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 
 # reduction -> (TE reducer, identity element, NumPy combiner)
-_REDUCERS: dict[str, tuple[Callable, Callable[[str], object], Callable]] = {
+_REDUCERS: dict[str, tuple[Callable[[E.PrimExpr, te.IterVar], te.Reduce], Callable[[str], int | float],
+                           Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
     "add": (te.sum, lambda d: 0, np.add),
     "mul": (te.prod, lambda d: 1, np.multiply),
     "max": (te.max_reduce, dt.min_value, np.maximum),

@@ -129,4 +129,6 @@ def attrs_as_dict(attrs: object) -> dict[str, object]:
     """An op's attributes as a dict (for printing and hashing)."""
     if attrs is None:
         return {}
+    if not is_dataclass(attrs):
+        raise TypeError(f"op attributes must be a dataclass, got {type(attrs).__name__}")
     return {f.name: getattr(attrs, f.name) for f in fields(attrs)}

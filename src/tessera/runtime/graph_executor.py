@@ -30,7 +30,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import RuntimeExecutionError, did_you_mean
-from .graph_storage import GraphLayout, Workspace, kernel_failure
+from .graph_json import GraphJson
+from .graph_library import GraphExecutorLibrary
+from .graph_storage import Call, GraphLayout, Workspace, kernel_failure
+from .shared_library import SharedLibrary
 
 
 def _thread_count(requested: int | None) -> int | None:
@@ -47,12 +50,11 @@ def _thread_count(requested: int | None) -> int | None:
     return requested
 
 
-def _thread_setter(lib: "object", count: int | None) -> Callable[[], object]:
+def _thread_setter(shared: SharedLibrary, count: int | None) -> Callable[[], object]:
     """What `run` calls first: sets the library's thread count (nothing when OpenMP decides)."""
     if count is None:
         return lambda: None
-    shared = getattr(lib, "shared_library", None)
-    if shared is None or not shared.has_symbol("TSSetNumThreads"):
+    if not shared.has_symbol("TSSetNumThreads"):
         if count == 1:
             return lambda: None
         raise RuntimeExecutionError(
@@ -87,18 +89,17 @@ class GraphModule:
     set_input-run-get_output sequence.
     """
 
-    def __init__(self, lib: "object", num_threads: int | None = None) -> None:
+    def __init__(self, lib: GraphExecutorLibrary, num_threads: int | None = None) -> None:
         # `lib` is what tessera.build returns (or load_module loads)
-        shared = getattr(lib, "shared_library", None)
-        if shared is not None:
-            shared.check_cpu()
-        self._set_threads = _thread_setter(lib, _thread_count(num_threads))
-        self._graph = json.loads(lib.graph_json)
+        lib.shared_library.check_cpu()
+        self._set_threads = _thread_setter(lib.shared_library, _thread_count(num_threads))
+        # a built library's graph is trusted; a loaded one's was checked by load_module (graph_json.py)
+        self._graph: GraphJson = json.loads(lib.graph_json)
         self._layout = GraphLayout(self._graph, lib.params, lib.find_function)
         self._idle: list[Workspace] = []  # workspaces of the one-call run not in use
         self._lock = threading.Lock()  # guards `_idle` and the creation of `_state`
         self._stateful: Workspace | None = None
-        self._profile_calls: list[tuple[str, Callable[[], int]]] | None = None
+        self._profile_calls: list[Call] | None = None
 
     @property
     def _state(self) -> Workspace:
@@ -151,34 +152,34 @@ class GraphModule:
 
     def set_input(self, key: str | int | None = None, value: np.ndarray | None = None, **named: np.ndarray) -> None:
         """Copy inputs into this module's input buffers (not thread-safe, see the class)."""
-        items = list(named.items())
+        items: list[tuple[str | int, np.ndarray | None]] = list(named.items())
         if key is not None:
             items.insert(0, (key, value))
         state = self._state
         for k, v in items:
             entry, arr = self._checked(k, v)
-            state.arrays[entry][...] = arr  # type: ignore[index]
+            state.array(entry)[...] = arr
 
     def run(self, **inputs: np.ndarray) -> None:
         """Run on the inputs set so far (`inputs` are set first); not thread-safe, see the class."""
-        if inputs:
-            self.set_input(**inputs)
+        for name, value in inputs.items():  # (by name and value: an input may be called "key" or "value")
+            self.set_input(name, value)
         self._execute(self._state.calls)
 
-    def _execute(self, calls: list[tuple[tuple[str, ...] | str, Callable[[], int]]]) -> None:
+    def _execute(self, calls: list[Call]) -> None:
         self._set_threads()
-        for names, call in calls:
+        for name, call in calls:
             status = call()  # a segment raises for its failing kernel itself
             if status != 0:
-                raise kernel_failure(str(names), status)
+                raise kernel_failure(name, status)
 
     def get_output(self, index: int) -> np.ndarray:
         if not 0 <= index < len(self._layout.outputs):
             raise RuntimeExecutionError(f"output index {index} out of range (model has {len(self._layout.outputs)})")
-        return self._state.arrays[self._layout.outputs[index]].copy()  # type: ignore[union-attr]
+        return self._state.array(self._layout.outputs[index]).copy()
 
     def get_input(self, key: str | int) -> np.ndarray:
-        return self._state.arrays[self._input_entry(key)].copy()  # type: ignore[union-attr]
+        return self._state.array(self._input_entry(key)).copy()
 
     def __call__(self, *args: np.ndarray, **kwargs: np.ndarray) -> list[np.ndarray]:
         """Run once on these inputs (by position, then by name) and return the outputs; thread-safe."""
@@ -192,7 +193,7 @@ class GraphModule:
                 spec = layout.entries[entry]
                 workspace.bind(entry, np.empty(spec.shape, spec.dtype))
             self._execute(workspace.calls)
-            outputs = [workspace.arrays[entry] for entry in layout.outputs]
+            outputs = [workspace.array(entry) for entry in layout.outputs]
         finally:
             workspace.forget((*bound, *layout.computed_outputs))  # keep no caller's array alive
             self._release(workspace)
@@ -200,9 +201,9 @@ class GraphModule:
         seen: set[int] = set()
         for k, entry in enumerate(layout.outputs):
             if entry in seen or layout.entries[entry].offset < 0:
-                outputs[k] = outputs[k].copy()  # type: ignore[union-attr]
+                outputs[k] = outputs[k].copy()
             seen.add(entry)
-        return outputs  # type: ignore[return-value]
+        return outputs
 
     def _call_inputs(self, args: tuple, kwargs: dict) -> dict[int, np.ndarray]:
         """Entry index -> array for a one-call run: the caller's array itself when the kernels can read it."""
@@ -235,7 +236,7 @@ class GraphModule:
         import time
 
         if self._profile_calls is None:
-            self._profile_calls = self._state.bind_steps(self._layout.kernel_steps)  # type: ignore[assignment]
+            self._profile_calls = self._state.bind_steps(self._layout.kernel_steps)
         calls = self._profile_calls
         samples: list[list[float]] = [[] for _ in calls]
         self.run()

@@ -8,7 +8,7 @@ timings, `graph_plan`) when it makes one (`backend/library.py`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import RuntimeExecutionError
 from .external import ExternalFunction, ExternalModule
-from .shared_library import SharedLibrary
+from .shared_library import CFunction, SharedLibrary
 
 if TYPE_CHECKING:
     from ..relay.module import IRModule
@@ -52,7 +52,7 @@ class GraphExecutorLibrary:
         self._executor: GraphModule | None = None
         self._executor_lock = threading.Lock()
 
-    def find_function(self, name: str) -> Callable[..., object] | ExternalFunction:
+    def find_function(self, name: str) -> CFunction | ExternalFunction:
         """A C kernel of the shared library, or a function of an external module."""
         if self.shared_library.has_symbol(name):
             return self.shared_library.kernel(name)

@@ -26,6 +26,9 @@ import numpy as np
 
 from ..crt.status import describe
 from ..errors import KernelFailure, RuntimeExecutionError
+from .external import ExternalFunction
+from .graph_json import EntryJson, GraphJson, NodeJson
+from .shared_library import CFunction
 
 ALIGNMENT = 64
 
@@ -61,24 +64,39 @@ class Scratch:
 
 
 Arg = int | Scratch  # an entry index, or scratch
+AddressHolder = list[int] | ctypes.Array[ctypes.c_void_p]  # a kernel's argument addresses, or a segment's table
+Call = tuple[str, Callable[[], int]]  # a step bound to a workspace: (its name, a call returning its status)
 
 
 @dataclass(frozen=True)
-class Step:
-    """One call `run` makes: a C function over a pointer table (a segment of kernel
-    calls), a single C kernel, or an external module's function on NumPy arrays."""
+class KernelStep:
+    """One call `run` makes to a C function: a single kernel on its argument
+    addresses, or a segment of kernel calls over one pointer table."""
 
-    names: tuple[str, ...] | str  # a segment's kernel names (its status picks one), or the kernel's name
-    func: object  # a ctypes function, or an external module's callable
+    name: str  # the kernel, or the segment's C function
+    func: CFunction
+    args: tuple[Arg, ...]
+    segment: tuple[str, ...] | None = None  # a segment's kernels (its failing call's number picks one)
+
+
+@dataclass(frozen=True)
+class ExternalStep:
+    """One call `run` makes to an external module's function, on NumPy arrays."""
+
+    name: str
+    func: ExternalFunction
     args: tuple[Arg, ...]
     num_inputs: int  # external functions take (inputs, outputs) lists
-    table: bool = False  # the C function takes one pointer table
+
+
+Step = KernelStep | ExternalStep
 
 
 class GraphLayout:
     """Everything about a graph's storage that does not change between runs."""
 
-    def __init__(self, graph: Mapping, params: Mapping[str, np.ndarray], find_function: Callable[[str], object]) -> None:
+    def __init__(self, graph: GraphJson, params: Mapping[str, np.ndarray],
+                 find_function: Callable[[str], CFunction | ExternalFunction]) -> None:
         nodes, entries, row_ptr = graph["nodes"], graph["entries"], graph["node_row_ptr"]
         offsets, self.pool_size = _offsets(graph, nodes, entries, row_ptr)
         self.entries: list[Entry] = []
@@ -116,7 +134,8 @@ class GraphLayout:
         self.steps: list[Step] = _segment_steps(graph, nodes, node_args, self.kernel_steps, find_function)
 
 
-def _offsets(graph: Mapping, nodes: list, entries: list, row_ptr: list) -> tuple[dict[int, int], int]:
+def _offsets(graph: GraphJson, nodes: list[NodeJson], entries: list[EntryJson], row_ptr: list[int]
+             ) -> tuple[dict[int, int], int]:
     """Pool offset of every kernel result, and the pool's size. Graphs from before
     "pool_size" get one region per storage id."""
     kernel_entries = [k for nid, node in enumerate(nodes) if node["op"] == "kernel"
@@ -128,21 +147,24 @@ def _offsets(graph: Mapping, nodes: list, entries: list, row_ptr: list) -> tuple
         e = entries[k]
         nbytes = math.prod(e["shape"]) * np.dtype(e["dtype"]).itemsize
         sizes[e["storage_id"]] = max(sizes.get(e["storage_id"], 0), nbytes)
-    start, at = {}, 0
+    start: dict[int, int] = {}
+    at = 0
     for sid, n in sorted(sizes.items()):
         start[sid] = at
         at += -(-max(n, 1) // ALIGNMENT) * ALIGNMENT
     return {k: start[entries[k]["storage_id"]] for k in kernel_entries}, at
 
 
-def _kernel_step(name: str, fn: object, args: tuple[Arg, ...], num_inputs: int) -> Step:
-    if isinstance(fn, ctypes._CFuncPtr):
+def _kernel_step(name: str, fn: CFunction | ExternalFunction, args: tuple[Arg, ...], num_inputs: int) -> Step:
+    if isinstance(fn, CFunction):
         fn.argtypes = [ctypes.c_void_p] * len(args)  # set once here; runs only read it
-    return Step(name, fn, args, num_inputs)
+        return KernelStep(name, fn, args)
+    return ExternalStep(name, fn, args, num_inputs)
 
 
-def _segment_steps(graph: Mapping, nodes: list, node_args: Mapping[int, tuple[Arg, ...]],
-                   kernel_steps: list[Step], find_function: Callable[[str], object]) -> list[Step]:
+def _segment_steps(graph: GraphJson, nodes: list[NodeJson], node_args: Mapping[int, tuple[Arg, ...]],
+                   kernel_steps: list[Step], find_function: Callable[[str], CFunction | ExternalFunction]
+                   ) -> list[Step]:
     """What `run` calls: one C call per segment of kernel calls (see graph_codegen.Segment),
     the single calls of kernels outside segments."""
     segments = {seg["nodes"][0]: seg for seg in graph.get("segments", [])}
@@ -157,9 +179,11 @@ def _segment_steps(graph: Mapping, nodes: list, node_args: Mapping[int, tuple[Ar
             steps.append(step_of[nid])
             continue
         fn = find_function(seg["func"])
+        if not isinstance(fn, CFunction):
+            raise RuntimeExecutionError(f"segment {seg['func']!r} is not a C function of the library")
         fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32)]  # table, failing call (from 1)
         args = tuple(a for n in seg["nodes"] for a in node_args[n])
-        steps.append(Step(tuple(nodes[n]["func"] for n in seg["nodes"]), fn, args, 0, table=True))
+        steps.append(KernelStep(seg["func"], fn, args, segment=tuple(nodes[n]["func"] for n in seg["nodes"])))
         covered.update(seg["nodes"])
     return steps
 
@@ -179,12 +203,19 @@ class Workspace:
             else:
                 self.arrays.append(self.pool[e.offset:e.offset + e.nbytes].view(e.dtype).reshape(e.shape))
         # per entry, the places holding its address: (pointer table or address list, position)
-        self._slots: dict[int, list[tuple[list | ctypes.Array, int]]] = {}
+        self._slots: dict[int, list[tuple[AddressHolder, int]]] = {}
         self.calls = self.bind_steps(layout.steps)
 
-    def bind_steps(self, steps: Sequence[Step]) -> list[tuple[tuple[str, ...] | str, Callable[[], int]]]:
-        """No-argument calls of `steps` on this workspace: (kernel name(s), call returning a status)."""
+    def bind_steps(self, steps: Sequence[Step]) -> list[Call]:
+        """No-argument calls of `steps` on this workspace: (step name, call returning a status)."""
         return [self._bind_step(s) for s in steps]
+
+    def array(self, entry: int) -> np.ndarray:
+        """The array entry `entry` lives in (one is bound to every entry while a run can read it)."""
+        array = self.arrays[entry]
+        if array is None:
+            raise RuntimeExecutionError(f"entry {entry} has no array bound (an input of a one-call run, after it)")
+        return array
 
     def _address(self, arg: Arg) -> int:
         if isinstance(arg, Scratch):
@@ -192,24 +223,30 @@ class Workspace:
         array = self.arrays[arg]
         return 0 if array is None else array.ctypes.data
 
-    def _bind_step(self, step: Step) -> tuple[tuple[str, ...] | str, Callable[[], int]]:
+    def _bind_step(self, step: Step) -> Call:
+        if isinstance(step, ExternalStep):
+            return step.name, self._external(step)
         fn = step.func
-        if not isinstance(fn, ctypes._CFuncPtr):
-            return step.names, self._external(step)
-        holder: list | ctypes.Array = (ctypes.c_void_p * max(len(step.args), 1))() if step.table else [0] * len(step.args)
-        for k, arg in enumerate(step.args):
+        if step.segment is not None:
+            table = (ctypes.c_void_p * max(len(step.args), 1))()
+            self._fill(table, step.args)
+            return step.name, _segment_call(fn, table, step.segment)
+        addresses = [0] * len(step.args)
+        self._fill(addresses, step.args)
+        return step.name, lambda: fn(*addresses)
+
+    def _fill(self, holder: AddressHolder, args: tuple[Arg, ...]) -> None:
+        """Put the addresses of `args` in `holder`, and remember where each entry's went (for `bind`)."""
+        for k, arg in enumerate(args):
             holder[k] = self._address(arg)
             if not isinstance(arg, Scratch):
                 self._slots.setdefault(arg, []).append((holder, k))
-        if step.table:
-            return step.names, _segment_call(fn, holder, step.names)  # type: ignore[arg-type]
-        return step.names, lambda: fn(*holder)
 
-    def _external(self, step: Step) -> Callable[[], int]:
+    def _external(self, step: ExternalStep) -> Callable[[], int]:
         def call() -> int:
-            arrays = [self.pool[a.offset:a.offset + a.nbytes] if isinstance(a, Scratch) else self.arrays[a]
+            arrays = [self.pool[a.offset:a.offset + a.nbytes] if isinstance(a, Scratch) else self.array(a)
                       for a in step.args]
-            step.func(arrays[:step.num_inputs], arrays[step.num_inputs:])  # type: ignore[operator]
+            step.func(arrays[:step.num_inputs], arrays[step.num_inputs:])
             return 0
 
         return call
@@ -231,7 +268,7 @@ def kernel_failure(kernel: str, status: int) -> KernelFailure:
     return KernelFailure(f"kernel {kernel}: {describe(status)}", kernel, status)
 
 
-def _segment_call(fn: ctypes._CFuncPtr, table: ctypes.Array, kernels: tuple[str, ...]) -> Callable[[], int]:
+def _segment_call(fn: CFunction, table: ctypes.Array[ctypes.c_void_p], kernels: tuple[str, ...]) -> Callable[[], int]:
     """One segment's call; a failing kernel raises, named by the segment's out-parameter."""
     def call() -> int:
         failed = ctypes.c_int32(0)  # per call: runs on other threads have their own

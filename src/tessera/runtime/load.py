@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ArtifactError, TesseraError
 from .external import ExternalModule, load_external
-from .graph_json import check_params, parse_graph_json
+from .graph_json import GraphJson, check_params, parse_graph_json
 from .graph_library import GraphExecutorLibrary
 from .library_file import check_library_bytes
 from .params_blob import load_params
@@ -130,7 +130,7 @@ def _load_private_copy(payload: memoryview, path: Path) -> SharedLibrary:
     return so
 
 
-def _check_functions(graph: dict, so: SharedLibrary, modules: list[ExternalModule], path: Path) -> None:
+def _check_functions(graph: GraphJson, so: SharedLibrary, modules: list[ExternalModule], path: Path) -> None:
     external = {name for m in modules for name in m.function_names()}
     wanted = [n["func"] for n in graph["nodes"] if n["op"] == "kernel"] + [s["func"] for s in graph.get("segments", [])]
     missing = sorted({f for f in wanted if f not in external and not so.has_symbol(f)})

@@ -9,9 +9,25 @@ from __future__ import annotations
 import ctypes
 import tempfile
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import RuntimeExecutionError
+
+
+@runtime_checkable
+class CFunction(Protocol):
+    """A C function of a loaded library, as ctypes gives it: what tessera sets and calls.
+
+    (ctypes' own class for these is private.) `isinstance(f, CFunction)`
+    tells it from a Python callable, such as an external module's function.
+    """
+
+    argtypes: Sequence[type] | None
+    restype: type | None
+
+    def __call__(self, *args: Any) -> Any: ...  # what it returns depends on `restype`
 
 
 class SharedLibrary:
@@ -26,7 +42,7 @@ class SharedLibrary:
         if owner_dir is not None:
             weakref.finalize(self, owner_dir.cleanup)
 
-    def kernel(self, name: str) -> ctypes._CFuncPtr:
+    def kernel(self, name: str) -> CFunction:
         try:
             fn = getattr(self._lib, name)
         except AttributeError:

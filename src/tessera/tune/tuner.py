@@ -42,7 +42,7 @@ from ..relay.visitor import post_order
 from ..runtime.graph_executor import GraphModule
 from ..target.named import is_named_targets
 from ..target.target import Target, TargetLike
-from ..transform.infer_type import infer_expr
+from ..transform.infer_type import infer_function
 from ..transform.pass_infra import PassContext
 
 Progress = Callable[[str], None]
@@ -98,7 +98,7 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
     tgt = _single_target(target)
     ctx = ctx or PassContext.current()
     fused = fuse(mod, tgt, params, ctx, lambda msg: None, "tune")
-    main = infer_expr(fused.main, fused)
+    main = infer_function(fused.main, fused)
     tasks: dict[Workload, Task] = {}
     lowered: set[str] = set()
     asked: list[Choice] = []
@@ -211,7 +211,8 @@ def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassCon
     modules = []
     for lib in libs:
         gm = GraphModule(lib, num_threads=threads)
-        gm.set_input(**inputs)
+        for name, value in inputs.items():
+            gm.set_input(name, value)
         gm.run()
         modules.append(gm)
     _check_outputs(task, configs, modules)

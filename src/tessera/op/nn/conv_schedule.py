@@ -153,7 +153,7 @@ def pad_input(data: te.Tensor, begins: tuple[int, ...], ends: tuple[int, ...], v
 
     def element(*i: E.Var) -> E.PrimExpr:
         inside: E.PrimExpr = E.IntImm(1, "bool")
-        src = list(i[:lead])
+        src: list[E.PrimExpr] = list(i[:lead])
         for k, b in enumerate(begins):
             idx = i[lead + k]
             size = data.shape[lead + k]

@@ -11,6 +11,8 @@ weight at compile time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ... import te
@@ -70,8 +72,9 @@ def _tile(out_shape: tuple[int, ...], k: int, sched: ScheduleContext) -> tuple[i
     return picked["rows"], picked["cols"]
 
 
-def _operand_indices(batch: list[E.PrimExpr], shape: tuple[int, ...], tail: list[E.PrimExpr]) -> tuple:
-    return tuple(list(broadcast_indices(batch, shape[:-2])) + tail)
+def _operand_indices(batch: Sequence[E.PrimExpr], shape: tuple[int, ...], tail: Sequence[E.PrimExpr]
+                     ) -> tuple[E.PrimExpr, ...]:
+    return (*broadcast_indices(batch, shape[:-2]), *tail)
 
 
 def _panels(b: te.Tensor, cols: int) -> te.Tensor:
@@ -129,15 +132,14 @@ def _matmul_compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sch
     names = [f"b{k}" for k in range(nd)]
 
     def element(*i: E.Var) -> E.PrimExpr:
-        idx = list(i)
-        m = None if a_vec else idx[nd - (1 if b_vec else 2)]
-        n = None if b_vec else idx[-1]
-        batch = idx[: nd - (0 if a_vec else 1) - (0 if b_vec else 1)]
-        a_idx = ([] if a_vec else list(broadcast_indices(batch, a.shape[:-2])) + [m]) + [rk.var]
-        b_idx = [rk.var] + ([] if b_vec else [n])
+        batch = i[: nd - (0 if a_vec else 1) - (0 if b_vec else 1)]
+        a_idx: tuple[E.PrimExpr, ...] = (rk.var,)  # a vector: [k]; a matrix: [*batch, m, k]
+        if not a_vec:
+            a_idx = _operand_indices(batch, a.shape, [i[nd - (1 if b_vec else 2)], rk.var])
+        b_idx: tuple[E.PrimExpr, ...] = (rk.var,)  # a vector: [k]; a matrix: [*batch, k, n]
         if not b_vec:
-            b_idx = list(broadcast_indices(batch, b.shape[:-2])) + b_idx
-        return te.sum(E.mul(a[tuple(a_idx)], b[tuple(b_idx)]), rk)
+            b_idx = _operand_indices(batch, b.shape, [rk.var, i[-1]])
+        return te.sum(E.mul(a[a_idx], b[b_idx]), rk)
 
     if b_vec:
         order = names + ["rk"]

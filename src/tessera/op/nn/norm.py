@@ -105,7 +105,7 @@ def _lrn_compute(inputs: list[te.Tensor], a: LRNAttrs, out: TensorType, sched: S
     def square_sum(*i: E.Var) -> E.PrimExpr:
         c = E.add(E.sub(i[axis], before), r.var)
         inside = E.logical_and(E.ge(c, 0), E.lt(c, channels))
-        idx = list(i)
+        idx: list[E.PrimExpr] = list(i)
         idx[axis] = E.minimum(E.maximum(c, 0), channels - 1)
         v = x[tuple(idx)]
         return te.sum(E.select(inside, E.mul(v, v), E.const(0, x.dtype)), r)

@@ -9,6 +9,7 @@ is `(sum |x|^p) ^ (1/p)` over the window, padding contributing zero.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,13 +69,16 @@ def pool_type(types: tuple[Type, ...], attrs: PoolAttrs) -> Type:
     return TensorType(x.shape[:2] + tuple(spatial), x.dtype)
 
 
-def _window(x: te.Tensor, attrs: PoolAttrs, pos: tuple[E.Var, ...], rk: list[te.IterVar] | list[E.PrimExpr]):
+def _window(x: te.Tensor, attrs: PoolAttrs, pos: tuple[E.Var, ...], rk: Sequence[te.IterVar | E.PrimExpr]
+            ) -> tuple[list[E.PrimExpr], E.PrimExpr]:
     """Input index per spatial dim and whether it lies inside the input
     (`rk`: the window position, as reduce axes or index expressions)."""
     d = len(attrs.kernel)
-    idx, inside = [], E.IntImm(1, "bool")
+    idx: list[E.PrimExpr] = []
+    inside: E.PrimExpr = E.IntImm(1, "bool")
     for k in range(d):
-        r = rk[k].var if isinstance(rk[k], te.IterVar) else rk[k]
+        axis = rk[k]
+        r = axis.var if isinstance(axis, te.IterVar) else axis
         i = E.sub(E.add(E.mul(pos[k], attrs.strides[k]), E.mul(r, attrs.dilation[k])), attrs.padding[k])
         size = x.shape[2 + k]
         inside = E.logical_and(inside, E.logical_and(E.ge(i, 0), E.lt(i, size)))
@@ -198,7 +202,8 @@ def _window_values(x: np.ndarray, a: PoolAttrs, pos: tuple[int, ...]) -> tuple[n
     for k in range(d):
         valid &= (grids[k] >= 0) & (grids[k] < x.shape[2 + k])
         in_pad &= (grids[k] >= -a.padding[k]) & (grids[k] < x.shape[2 + k] + a.padding[d + k])
-    window = x[(slice(None), slice(None), *[g[valid] for g in grids])]
+    index: tuple[slice | np.ndarray, ...] = (slice(None), slice(None), *[g[valid] for g in grids])
+    window = x[index]
     count = int(in_pad.sum()) if a.count_include_pad else int(valid.sum())
     return window, max(count, 1)
 
