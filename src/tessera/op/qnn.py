@@ -37,7 +37,7 @@ from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .nn.conv import ConvAttrs, conv_reference, conv_type_rel
-from .nn.conv_schedule import ConvGeometry, pad_input, row_conv
+from .nn.conv_schedule import pad_input
 from .nn.pool import PoolAttrs, pool_type
 from .registry import OpPattern, register_op
 from .schedule_context import ScheduleContext
@@ -299,6 +299,8 @@ def dot_s8(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
 
 
 def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
+    """One fused kernel: each output element's int32 sum stays in a local accumulator and is
+    requantised straight to int8 (see `te.lower`: no int32 tensor is ever stored)."""
     data, weight, bias, mult = inputs
     a = attrs.conv
     n, oc, oh, ow = out.shape
@@ -307,28 +309,25 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, 
         # im2col, then one contiguous int8 dot product per output: SMLAD / MVE friendly
         col = _im2col(padded, attrs, out)
         rk = te.reduce_axis(col.shape[2], "rk")
-        acc = te.compute((n, oc, oh * ow), lambda b, c, p: te.sum(dot_s8(col[b, p, rk.var], weight[c, rk.var]), rk),
-                         name="qconv2d", axis_names=["n", "c", "p"])
 
-        def read(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
-            return acc[b, c, E.add(E.mul(y, ow), x)]
+        def window(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+            return te.sum(dot_s8(col[b, E.add(E.mul(y, ow), x), rk.var], weight[c, rk.var]), rk)
     else:
+        (kh, kw), (sh, sw), (dh, dw) = attrs.kernel, a.strides, a.dilation
         icpg = data.shape[1] // a.groups
-        g = ConvGeometry(tuple(out.shape), attrs.kernel, a.strides, a.dilation, icpg, oc // a.groups, tile=(1, 1, 0))
-        taps = attrs.kernel[1]
+        ocpg = oc // a.groups
+        rc, ry, rx = te.reduce_axis(icpg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
-        def read_weight(c: E.PrimExpr, rc: E.PrimExpr, t) -> E.PrimExpr:
-            return E.cast(weight[c, E.add(E.mul(E.add(E.mul(rc, attrs.kernel[0]), t[0]), taps), t[1])], "int32")
-
-        widened = te.compute(padded.shape, lambda *i: E.cast(padded[i], "int32"), name="widen")
-        grouped = row_conv(widened, read_weight, g, "qconv2d_grouped")
-
-        def read(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
-            return grouped[b, c, y, x]
+        def window(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+            channel = E.add(E.mul(E.floordiv(c, ocpg), icpg), rc.var) if icpg > 1 or ocpg > 1 else c
+            pixel = padded[b, channel, E.add(E.mul(y, sh), E.mul(ry.var, dh)), E.add(E.mul(x, sw), E.mul(rx.var, dw))]
+            tap = E.add(E.mul(E.add(E.mul(rc.var, kh), ry.var), kw), rx.var)
+            return te.sum(dot_s8(pixel, weight[c, tap]), [rc, ry, rx])
+    acc = te.compute(out.shape, window, name="qconv2d", axis_names=["n", "c", "o0", "o1"])
     r = attrs.requant
 
     def element(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
-        return requantize_expr(widening_product(E.add(read(b, c, y, x), bias[c]), _channel(mult, c)), r)
+        return requantize_expr(widening_product(E.add(acc[b, c, y, x], bias[c]), _channel(mult, c)), r)
 
     return te.compute(out.shape, element, name="requantize", axis_names=["n", "c", "o0", "o1"])
 

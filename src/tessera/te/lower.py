@@ -14,6 +14,10 @@ Policy, in the order the decisions are made:
    loops of their own just before it runs: where one fails the kernel
    returns the check's status. (A reduction is not fused with an epilogue
    whose checks read it: they would run before it is computed.)
+   An epilogue that changes the dtype (int32 accumulator -> requantised
+   int8) fuses only with a reduction accumulated in a local scalar or
+   register tile: it reads the accumulator there, so no buffer of the
+   reduction's dtype exists at all.
 
 A reduction's loops follow its `loop_order`. When reduce axes are innermost
 the value accumulates in a local scalar; when a schedule moves them outward
@@ -177,6 +181,8 @@ class _Lowering:
         }
         self._expanded: dict[int, E.PrimExpr] = {}
         self.epilogue_of: dict[int, ComputeOp] = {}  # reduction op id -> fused output stage
+        # reduction op id -> stand-in buffer its dtype-changing epilogue reads (never allocated)
+        self.converted: dict[int, Buffer] = {}
         self._plan_epilogues(output_ops)
 
     # ------------------------------------------------------------ expansion
@@ -236,7 +242,9 @@ class _Lowering:
             if len(readers) != 1:
                 continue
             user = by_id[next(iter(readers))]
-            if id(user) not in output_ops or user.shape != op.shape or user.dtype != op.dtype:
+            if id(user) not in output_ops or user.shape != op.shape:
+                continue
+            if user.dtype != op.dtype and not self._accumulates_locally(op):
                 continue
             if isinstance(user.body, Reduce) or id(user) in {id(u) for u in self.epilogue_of.values()}:
                 continue
@@ -259,6 +267,8 @@ class _Lowering:
             if reads and not checked and all(_is_own_index(n.indices, user.axes) for n in reads):
                 self.epilogue_of[id(op)] = user
                 self.buffers[id(op)] = self.buffers[id(user)]
+                if user.dtype != op.dtype:
+                    self.converted[id(op)] = self.buffers[id(op)] = marker
 
     # -------------------------------------------------------------- emission
     def run(self, attrs: Mapping[str, object] | None) -> S.PrimFunc:
@@ -347,7 +357,7 @@ class _Lowering:
             update = _loop_nest(inner, S.BufferStore(buf, _combine(reduce, acc, source), index))
             core = S.seq(init, update)
         epilogue = self.epilogue_of.get(id(op))
-        if epilogue is not None:
+        if epilogue is not None and id(op) not in self.converted:
             core = S.seq(core, self._emit_epilogue(epilogue, op, inner_spatial))
         return _parallel_outer(_loop_nest(outer, core), work)
 
@@ -364,7 +374,7 @@ class _Lowering:
         body = S.seq(
             S.BufferStore(acc_buf, _init_value(reduce), zero),
             update,
-            S.BufferStore(buf, E.cast(acc, buf.dtype), index),
+            self._store_result(op, acc, buf, index),
         )
         return S.Allocate(acc_buf, body)
 
@@ -381,7 +391,7 @@ class _Lowering:
         return S.Allocate(tile, S.seq(
             _loop_nest(inner_spatial, S.BufferStore(tile, _init_value(reduce), at)),
             _loop_nest(inner, S.BufferStore(tile, _combine(reduce, acc, source), at), op.unroll),
-            _loop_nest(inner_spatial, S.BufferStore(buf, E.cast(acc, buf.dtype), index)),
+            _loop_nest(inner_spatial, self._store_result(op, acc, buf, index)),
         ))
 
     def _arg_reduce(
@@ -411,6 +421,27 @@ class _Lowering:
             S.BufferStore(buf, E.cast(pos, buf.dtype), index),
         )
         return S.Allocate(best_buf, S.Allocate(pos_buf, body))
+
+    def _accumulates_locally(self, op: ComputeOp) -> bool:
+        """True when `_emit_stage` accumulates `op` in a local scalar or register tile."""
+        assert isinstance(op.body, Reduce)
+        if op.body.combiner in (Combiner.ARGMAX, Combiner.ARGMIN):
+            return False
+        order = self._ordered_axes(op)
+        first_reduce = next((k for k, a in enumerate(order) if a.kind is IterKind.REDUCE), len(order))
+        inner_spatial = [a.extent for a in order[first_reduce:] if a.kind is IterKind.SPATIAL]
+        return not inner_spatial or (op.register_tile and math.prod(inner_spatial) <= LOCAL_TILE_ELEMENTS)
+
+    def _store_result(self, op: ComputeOp, acc: E.PrimExpr, buf: Buffer, index: tuple[E.Var, ...]) -> S.Stmt:
+        """The store of a finished accumulator: into `buf`, or through a dtype-changing epilogue."""
+        marker = self.converted.get(id(op))
+        if marker is None:
+            return S.BufferStore(buf, E.cast(acc, buf.dtype), index)
+        user = self.epilogue_of[id(op)]
+        mapping = {u.var: p.var for u, p in zip(user.axes, op.axes)}
+        value = self._simplified(op, substitute(self.expand(user.body), mapping))
+        value = map_expr(value, lambda n: acc if isinstance(n, E.BufferLoad) and n.buffer is marker else None)
+        return S.BufferStore(self.buffers[id(user)], value, index)
 
     def _emit_epilogue(self, user: ComputeOp, producer: ComputeOp, inner_spatial: list[IterVar]) -> S.Stmt:
         """The output stage, on the producer's loop variables."""
