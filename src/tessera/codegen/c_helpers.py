@@ -46,9 +46,25 @@ static inline int32_t ts_dot_int8(const int8_t* a, const int8_t* b, int32_t n, i
 }"""
 
 
+# int32 saturated to int8's range: one SSAT instruction on cores with the
+# saturation extension (Cortex-M3 and up), two compares elsewhere.
+SSAT8 = r"""#if defined(__ARM_FEATURE_SAT)
+#include <arm_acle.h>
+#endif
+static inline int32_t ts_ssat8_int32(int32_t a) {
+#if defined(__ARM_FEATURE_SAT)
+  return __ssat(a, 8);
+#else
+  return a < -128 ? -128 : (a > 127 ? 127 : a);
+#endif
+}"""
+
+
 def helper_source(kind: str, dtype: str) -> str:
     if kind == "dot":
         return DOT_S8
+    if kind == "ssat8":
+        return SSAT8
     c = dt.c_type(dtype)
     name = helper_name(kind, dtype)
     head = f"static inline {c} {name}"

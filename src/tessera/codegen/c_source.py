@@ -403,6 +403,9 @@ class _FunctionWriter:
             return f"({a} {op.value} {b})"
         if op is E.BinOp.DIV:
             return f"({a} / {b})"
+        saturated = _int8_saturated(e)
+        if saturated is not None:
+            return f"{self.gen.declare_helper('ssat8', d)}({self.expr(saturated)})"
         if op in (E.BinOp.MIN, E.BinOp.MAX):
             kind = ("min" if op is E.BinOp.MIN else "max")
             return f"{self.gen.declare_helper(kind, d)}({a}, {b})"
@@ -452,6 +455,15 @@ class _FunctionWriter:
             raise CompileError(f"C codegen: dot_int8 takes buffer pointers, got {type(p).__name__}")
         root = p.buffer.root
         return f"&{self.ns.name_of(root, root.name)}[{self.expr(p.offset)}]"
+
+
+def _int8_saturated(e: E.BinaryOp) -> E.PrimExpr | None:
+    """x when `e` is int32 `min(max(x, -128), 127)` (requantisation's clamp: one SSAT where the core has it)."""
+    inner = e.a
+    if (e.op is E.BinOp.MIN and e.dtype == "int32" and E.is_const(e.b, 127)
+            and isinstance(inner, E.BinaryOp) and inner.op is E.BinOp.MAX and E.is_const(inner.b, -128)):
+        return inner.a
+    return None
 
 
 def _balanced(text: str) -> bool:

@@ -91,7 +91,13 @@ def requantize_expr(product: E.PrimExpr, r: Requant, half_even: bool = False) ->
         tie = E.eq(E.binary(E.BinOp.BITAND, product, E.const((1 << r.shift) - 1, "int64")), half)
         q = E.select(tie, E.binary(E.BinOp.BITAND, q, E.const(-2, "int64")), q)
     y = E.add(E.cast(q, "int32"), E.const(r.output_zero_point, "int32"))
-    return E.cast(E.minimum(E.maximum(y, E.const(r.lo, "int32")), E.const(r.hi, "int32")), "int8")
+    # saturate to int8 first (one SSAT on Cortex-M), then the tighter bounds of a fused activation
+    y = E.minimum(E.maximum(y, E.const(INT8[0], "int32")), E.const(INT8[1], "int32"))
+    if r.lo > INT8[0]:
+        y = E.maximum(y, E.const(r.lo, "int32"))
+    if r.hi < INT8[1]:
+        y = E.minimum(y, E.const(r.hi, "int32"))
+    return E.cast(y, "int8")
 
 
 def widening_product(acc: E.PrimExpr, m: E.PrimExpr) -> E.PrimExpr:
