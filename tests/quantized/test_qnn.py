@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 
 import numpy as np
@@ -141,6 +142,30 @@ def test_qconv2d_matches_its_reference(groups, stride, pads):
     got, expected = _run_call(lambda x: qnn.qconv2d(x, Constant(w), bias, mult, **attrs.__dict__), [_int8(1, 4, 9, 11)])
     assert got.dtype == np.int8 and len(np.unique(got)) > 20
     np.testing.assert_array_equal(got, expected)
+
+
+def _kernel_workspaces(lib) -> list[str]:
+    """The C types of the kernels' writable pointer parameters: outputs and planned workspaces."""
+    sigs = re.findall(r"^TS_EXPORT int32_t tsgen_default_\w+\((.*)\) \{$", "\n".join(lib.c_sources.values()), re.M)
+    assert sigs
+    return [p.split("*")[0].strip() for sig in sigs for p in sig.split(", ") if not p.startswith("const ")]
+
+
+@pytest.mark.parametrize("groups", [1, 4, 8], ids=["conv", "grouped", "depthwise"])
+def test_integer_kernels_requantise_in_registers(groups):
+    """The int32 sums never reach memory: the only planned buffers are int8 (padding, im2col), and
+    the saturation is one `ts_ssat8_int32` (SSAT on Cortex-M)."""
+    x = Var("x", TensorType((1, 8, 6, 7), "int8"))
+    attrs = qnn.QConvAttrs(ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1), groups), (3, 3), 2, qnn.Requant(20, 5, 0, 127))
+    conv = qnn.qconv2d(x, Constant(_int8(8, 8 // groups * 9)), Constant(np.zeros(8, np.int32)),
+                       Constant(np.full(8, 3000, np.int32)), **attrs.__dict__)
+    flat = Var("y", TensorType((3, 37), "int8"))
+    dense = qnn.qdense(flat, Constant(_int8(10, 37)), Constant(np.zeros(10, np.int32)),
+                       Constant(np.array([3000], np.int32)), input_zero_point=3, requant=qnn.Requant(20, -2))
+    for params, call in (((x,), conv), ((flat,), dense)):
+        lib = tessera.build(IRModule.from_expr(Function(params, call)))
+        assert set(_kernel_workspaces(lib)) == {"int8_t"}
+        assert "ts_ssat8_int32(" in "".join(lib.c_sources.values())
 
 
 def test_qdense_qadd_and_qpool_match_their_references():

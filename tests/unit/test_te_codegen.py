@@ -47,6 +47,46 @@ def test_reduction_with_outer_reduce_axis_initialises_then_updates_in_place():
     ]
 
 
+def _narrowing_kernel(loop_order: list[str], register_tile: bool = False) -> S.PrimFunc:
+    """An int8 x int8 -> int32 product whose output stage narrows it to int8 (as requantisation does)."""
+    a = te.placeholder((4, 5), "int8", "a")
+    b = te.placeholder((5, 6), "int8", "b")
+    r = te.reduce_axis(5, "r")
+    c = te.compute((4, 6), lambda i, j: te.sum(E.mul(E.cast(a[i, r.var], "int32"), E.cast(b[r.var, j], "int32")), r),
+                   name="c", axis_names=["i", "j"], loop_order=loop_order, register_tile=register_tile)
+    out = te.compute((4, 6), lambda i, j: E.cast(E.minimum(E.maximum(E.sub(c[i, j], E.const(9, "int32")),
+                                                                      E.const(-128, "int32")),
+                                                           E.const(127, "int32")), "int8"), name="narrow")
+    return te.lower("tsgen_test_narrow", [a, b], [out])
+
+
+@pytest.mark.parametrize("loop_order, register_tile", [(["i", "j", "r"], False), (["i", "r", "j"], True)],
+                         ids=["local scalar", "register tile"])
+def test_a_narrowing_epilogue_reads_the_local_accumulator(loop_order, register_tile):
+    func = _narrowing_kernel(loop_order, register_tile)
+    allocs = [s.buffer for s in S.walk_stmts(func.body) if isinstance(s, S.Allocate)]
+    # the only buffer of the int32 sums is the local accumulator: no int32 tensor to plan
+    assert [b.scope.name for b in allocs] == ["LOCAL"] and allocs[0].dtype == "int32"
+    so = _compile_and_load([func])
+    rng = np.random.default_rng(2)
+    a = rng.integers(-128, 128, (4, 5), dtype=np.int8)
+    b = rng.integers(-3, 4, (5, 6), dtype=np.int8)  # sums mostly inside int8, some saturating
+    out = np.zeros((4, 6), np.int8)
+    fn = so.kernel("tsgen_test_narrow")
+    fn.argtypes = [ctypes.c_void_p] * 3
+    assert fn(a.ctypes.data, b.ctypes.data, out.ctypes.data) == 0
+    expected = np.clip(a.astype(np.int32) @ b.astype(np.int32) - 9, -128, 127)
+    assert len(np.unique(expected)) > 5
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_a_narrowing_epilogue_after_an_in_place_reduction_keeps_its_buffer():
+    # the reduction updates whole rows in place, so its int32 sums need a buffer of their own
+    func = _narrowing_kernel(["i", "r", "j"])
+    allocs = [s.buffer for s in S.walk_stmts(func.body) if isinstance(s, S.Allocate)]
+    assert [(b.name, b.dtype, b.shape) for b in allocs] == [("c_buf", "int32", (4, 6))]
+
+
 def _compile_and_load(funcs: list[S.PrimFunc]):
     mod = IRModule({})
     for f in funcs:
