@@ -285,18 +285,16 @@ def _qconv_ref(args: list[np.ndarray], attrs: QConvAttrs) -> np.ndarray:
 
 
 def _im2col(padded: te.Tensor, attrs: QConvAttrs, out: TensorType) -> te.Tensor:
-    """col[n, p, k]: the window of output position p as one contiguous row of K = C*KH*KW."""
+    """col[n, y, x, c, ky, kx]: the window of output position (y, x) as one contiguous run of
+    K = C*KH*KW (six loops, so no index is divided per byte)."""
     (kh, kw), (sh, sw), (dh, dw) = attrs.kernel, attrs.conv.strides, attrs.conv.dilation
-    _, c, oh, ow = out.shape
-    k_total = padded.shape[1] * kh * kw
+    _, _, oh, ow = out.shape
 
-    def element(n: E.Var, p: E.Var, k: E.Var) -> E.PrimExpr:
-        row = E.add(E.mul(E.floordiv(p, ow), sh), E.mul(E.floormod(E.floordiv(k, kw), kh), dh))
-        col = E.add(E.mul(E.floormod(p, ow), sw), E.mul(E.floormod(k, kw), dw))
-        return padded[n, E.floordiv(k, kh * kw), row, col]
+    def element(n: E.Var, y: E.Var, x: E.Var, c: E.Var, ky: E.Var, kx: E.Var) -> E.PrimExpr:
+        return padded[n, c, E.add(E.mul(y, sh), E.mul(ky, dh)), E.add(E.mul(x, sw), E.mul(kx, dw))]
 
-    return te.compute((out.shape[0], oh * ow, k_total), element, name="im2col", axis_names=["n", "p", "k"],
-                      materialize=True)
+    return te.compute((out.shape[0], oh, ow, padded.shape[1], kh, kw), element, name="im2col",
+                      axis_names=["n", "y", "x", "c", "ky", "kx"], materialize=True)
 
 
 def dot_s8(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
@@ -314,10 +312,11 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, 
     if a.groups == 1:
         # im2col, then one contiguous int8 dot product per output: SMLAD / MVE friendly
         col = _im2col(padded, attrs, out)
-        rk = te.reduce_axis(col.shape[2], "rk")
+        rk = te.reduce_axis(weight.shape[1], "rk")
 
         def window(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
-            return te.sum(dot_s8(col[b, E.add(E.mul(y, ow), x), rk.var], weight[c, rk.var]), rk)
+            # col's window at (y, x) read by flat offset: rk runs over its c, ky and kx
+            return te.sum(dot_s8(col[b, y, x, 0, 0, rk.var], weight[c, rk.var]), rk)
     else:
         (kh, kw), (sh, sw), (dh, dw) = attrs.kernel, a.strides, a.dilation
         icpg = data.shape[1] // a.groups
