@@ -22,6 +22,13 @@ DOT_S8 = r"""#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
 #elif defined(__ARM_FEATURE_DSP)
 #include <arm_acle.h>
 #include <string.h>
+/* bytes 1 and 3 of x sign-extended to halfwords: one SXTB16 with its rotate (gcc emits a separate ROR for
+   __sxtb16(__ror(x, 8))) */
+static inline uint32_t ts_sxtb16_ror8(uint32_t x) {
+  uint32_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+  return r;
+}
 #endif
 static inline int32_t ts_dot_int8(const int8_t* a, const int8_t* b, int32_t n, int32_t acc) {
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -37,7 +44,7 @@ static inline int32_t ts_dot_int8(const int8_t* a, const int8_t* b, int32_t n, i
     memcpy(&x, a, 4);
     memcpy(&y, b, 4);
     acc = __smlad(__sxtb16(x), __sxtb16(y), acc);  /* bytes 0 and 2 */
-    acc = __smlad(__sxtb16((x >> 8) | (x << 24)), __sxtb16((y >> 8) | (y << 24)), acc);  /* bytes 1 and 3 */
+    acc = __smlad(ts_sxtb16_ror8(x), ts_sxtb16_ror8(y), acc);  /* bytes 1 and 3 */
   }
 #endif
   for (; n > 0; --n) acc += (int32_t)*a++ * (int32_t)*b++;
