@@ -13,11 +13,12 @@ def helper_name(kind: str, dtype: str) -> str:
     return f"ts_{kind}_{dtype}"
 
 
-# int8 dot product with int32 accumulation, picked by the C compiler's target
+# int8 dot products with int32 accumulation, picked by the C compiler's target
 # features: MVE (Helium, Cortex-M55) 16 lanes per instruction, the DSP
 # extension (Cortex-M4/M7) two 16-bit multiply-accumulates per __smlad, else
 # scalar. Same generated text for every target, so builds stay deterministic.
-DOT_S8 = r"""#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+# INT8_SIMD comes first: the headers and the rotating sign extension both use.
+INT8_SIMD = r"""#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
 #include <arm_mve.h>
 #elif defined(__ARM_FEATURE_DSP)
 #include <arm_acle.h>
@@ -29,8 +30,9 @@ static inline uint32_t ts_sxtb16_ror8(uint32_t x) {
   __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
   return r;
 }
-#endif
-static inline int32_t ts_dot_int8(const int8_t* a, const int8_t* b, int32_t n, int32_t acc) {
+#endif"""
+
+DOT_S8 = r"""static inline int32_t ts_dot_int8(const int8_t* a, const int8_t* b, int32_t n, int32_t acc) {
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
   for (; n > 0; n -= 16, a += 16, b += 16) {
     mve_pred16_t p = vctp8q((uint32_t)n);
@@ -52,6 +54,40 @@ static inline int32_t ts_dot_int8(const int8_t* a, const int8_t* b, int32_t n, i
 #endif
 }"""
 
+# two weight rows against one activation run: each activation word is loaded and extended once
+DOT2_S8 = r"""static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0, const int8_t* b1, int32_t n,
+                                int32_t* acc0, int32_t* acc1) {
+  int32_t s0 = *acc0, s1 = *acc1;
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+  for (; n > 0; n -= 16, a += 16, b0 += 16, b1 += 16) {
+    mve_pred16_t p = vctp8q((uint32_t)n);
+    int8x16_t x = vldrbq_z_s8(a, p);
+    s0 = vmladavaq_p_s8(s0, x, vldrbq_z_s8(b0, p), p);
+    s1 = vmladavaq_p_s8(s1, x, vldrbq_z_s8(b1, p), p);
+  }
+#else
+#if defined(__ARM_FEATURE_DSP)
+  for (; n >= 4; n -= 4, a += 4, b0 += 4, b1 += 4) {
+    uint32_t x, y0, y1;
+    memcpy(&x, a, 4);
+    memcpy(&y0, b0, 4);
+    memcpy(&y1, b1, 4);
+    uint32_t even = __sxtb16(x), odd = ts_sxtb16_ror8(x);
+    s0 = __smlad(even, __sxtb16(y0), s0);
+    s0 = __smlad(odd, ts_sxtb16_ror8(y0), s0);
+    s1 = __smlad(even, __sxtb16(y1), s1);
+    s1 = __smlad(odd, ts_sxtb16_ror8(y1), s1);
+  }
+#endif
+  for (; n > 0; --n, ++a) {
+    s0 += (int32_t)*a * (int32_t)*b0++;
+    s1 += (int32_t)*a * (int32_t)*b1++;
+  }
+#endif
+  *acc0 = s0;
+  *acc1 = s1;
+}"""
+
 
 # int32 saturated to int8's range: one SSAT instruction on cores with the
 # saturation extension (Cortex-M3 and up), two compares elsewhere.
@@ -68,8 +104,9 @@ static inline int32_t ts_ssat8_int32(int32_t a) {
 
 
 def helper_source(kind: str, dtype: str) -> str:
-    if kind == "dot":
-        return DOT_S8
+    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8}
+    if kind in simd:
+        return simd[kind]
     if kind == "ssat8":
         return SSAT8
     c = dt.c_type(dtype)

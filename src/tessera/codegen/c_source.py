@@ -20,6 +20,7 @@ from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
 from ..tir.index_width import widen_indices
 from ..tir.int8_dot import use_int8_dot
+from ..tir.int8_dot_pairs import pair_int8_dots
 from ..tir.layout import flat_index
 from ..util.dispatch import TypeDispatch
 from .c_helpers import helper_name, helper_source
@@ -91,7 +92,7 @@ class CodeGenC:
     # ------------------------------------------------------------ public API
     def add_function(self, func: S.PrimFunc) -> None:
         # int8 dot loops become one call just before writing, after memory planning (see int8_dot)
-        _FunctionWriter(self, use_int8_dot(widen_indices(func))).write()
+        _FunctionWriter(self, pair_int8_dots(use_int8_dot(widen_indices(func)))).write()
         self._exported.append(func.name)
 
     @property
@@ -430,6 +431,8 @@ class _FunctionWriter:
     def _call(self, e: E.Call) -> str:
         if e.func is E.Intrinsic.DOT_INT8:
             return self._dot_int8(e)
+        if e.func is E.Intrinsic.DOT2_INT8:
+            return self._dot2_int8(e)
         args = [self.expr(a) for a in e.args]
         if isinstance(e.func, str):
             return self.gen.emit_extern_call(e.func, args, e)
@@ -444,11 +447,25 @@ class _FunctionWriter:
 
     def _dot_int8(self, e: E.Call) -> str:
         """`ts_dot_int8(&a[i], &b[j], n, acc)`: the helper picks DSP or MVE instructions where the core has them."""
-        helper = self.gen.declare_helper("dot", "int8")  # declared before any helper its arguments use
+        self.gen.declare_helper("int8_simd", "int8")  # declared before any helper its arguments use
+        helper = self.gen.declare_helper("dot", "int8")
         a, b, n, acc = e.args
         runs = [self._element_address(p) for p in (a, b)]
         acc_text = self.expr(acc)
         return f"{helper}({runs[0]}, {runs[1]}, {self.expr(n)}, {acc_text})"
+
+    def _dot2_int8(self, e: E.Call) -> str:
+        """`ts_dot2_int8(&a[i], &b0[j], &b1[k], n, &acc0, &acc1)`: two dot products updated in place."""
+        self.gen.declare_helper("int8_simd", "int8")
+        helper = self.gen.declare_helper("dot2", "int8")
+        *ptrs, n, acc0, acc1 = e.args
+        runs = [self._element_address(p) for p in ptrs]
+        accs = []
+        for acc in (acc0, acc1):
+            if not (isinstance(acc, E.BufferLoad) and id(acc.buffer.root) in self.scalars):
+                raise CompileError(f"C codegen: dot2_int8 accumulates into local scalars, got {acc}")
+            accs.append(f"&{self.expr(acc)}")
+        return f"{helper}({', '.join(runs)}, {self.expr(n)}, {', '.join(accs)})"
 
     def _element_address(self, p: E.PrimExpr) -> str:
         if not isinstance(p, E.BufferPtr):

@@ -328,7 +328,9 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, 
             pixel = padded[b, channel, E.add(E.mul(y, sh), E.mul(ry.var, dh)), E.add(E.mul(x, sw), E.mul(rx.var, dw))]
             tap = E.add(E.mul(E.add(E.mul(rc.var, kh), ry.var), kw), rx.var)
             return te.sum(dot_s8(pixel, weight[c, tap]), [rc, ry, rx])
-    acc = te.compute(out.shape, window, name="qconv2d", axis_names=["n", "c", "o0", "o1"])
+    # im2col: channels innermost, so the C generator pairs them and two weight rows share each window's loads
+    order = ["n", "o0", "o1", "c", "rk"] if a.groups == 1 else None
+    acc = te.compute(out.shape, window, name="qconv2d", axis_names=["n", "c", "o0", "o1"], loop_order=order)
     r = attrs.requant
 
     def element(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:

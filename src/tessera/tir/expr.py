@@ -209,6 +209,10 @@ class Intrinsic(enum.Enum):
     # acc + sum of (int32)a[k] * (int32)b[k] for k < n; args (BufferPtr a, BufferPtr b, n, acc),
     # int8 runs and an int32 accumulator (made by tir/int8_dot.py)
     DOT_INT8 = "dot_int8"
+    # a statement (void): adds the dot products of run a with runs b0 and b1 to the int32 scalars acc0 and
+    # acc1 in place; args (BufferPtr a, BufferPtr b0, BufferPtr b1, n, acc0, acc1) with the accumulators
+    # as loads of local scalars (made by tir/int8_dot_pairs.py)
+    DOT2_INT8 = "dot2_int8"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,104 @@
+"""Int8 dot products in pairs: two output channels that read the same activation run share its loads.
+
+After `use_int8_dot`, an int8 convolution (im2col) or dense kernel computes
+each output as
+
+    for c in range(C):                  # output channels, innermost spatial loop
+        acc = 0
+        acc = DOT_INT8(&a[i], &w[c * K], K, acc)
+        out[..c..] = epilogue(acc, c)   # requantisation
+
+where the activation run `a[i]` does not depend on `c`. With C even, this
+pass visits the channels two at a time:
+
+    for c2 in range(C / 2):
+        acc0 = 0; acc1 = 0
+        DOT2_INT8(&a[i], &w[2*c2 * K], &w[(2*c2 + 1) * K], K, acc0, acc1)
+        out[..2*c2..] = epilogue(acc0, 2*c2); out[..2*c2+1..] = epilogue(acc1, 2*c2+1)
+
+so each activation word is loaded and sign-extended once for two weight rows
+(on a Cortex-M4: 13 instructions per 8 multiply-accumulates instead of 16).
+The C code generator runs it right after `use_int8_dot`.
+"""
+
+from __future__ import annotations
+
+from . import expr as E
+from . import stmt as S
+from .buffer import Buffer, Scope
+from .functor import map_expr, map_stmt_exprs, substitute, substitute_stmt, walk_expr
+
+
+def pair_int8_dots(func: S.PrimFunc) -> S.PrimFunc:
+    """`func` with every qualifying channel loop visiting two channels per iteration (itself if none)."""
+    body = _rewrite(func.body)
+    if body is func.body:
+        return func
+    return S.PrimFunc(func.name, func.params, body, func.num_inputs, func.attrs)
+
+
+def _rewrite(s: S.Stmt) -> S.Stmt:
+    """`s` with channel loops paired; unchanged statements stay the same objects."""
+    if isinstance(s, S.For):
+        paired = _paired(s)
+        if paired is not None:
+            return paired
+        body = _rewrite(s.body)
+        return s if body is s.body else S.For(s.loop_var, s.extent, body, s.kind)
+    if isinstance(s, S.SeqStmt):
+        stmts = tuple(_rewrite(x) for x in s.stmts)
+        return s if all(a is b for a, b in zip(stmts, s.stmts)) else S.SeqStmt(stmts)
+    if isinstance(s, S.Allocate):
+        body = _rewrite(s.body)
+        return s if body is s.body else S.Allocate(s.buffer, body)
+    if isinstance(s, S.LetStmt):
+        body = _rewrite(s.body)
+        return s if body is s.body else S.LetStmt(s.var, s.value, body)
+    return s  # conditionals (checks), stores, evaluations, returns: left alone
+
+
+def _paired(loop: S.For) -> S.Stmt | None:
+    """The two-channel form of `loop`, or None when it is not a channel loop around one dot product."""
+    c = loop.loop_var
+    extent = loop.extent.value if isinstance(loop.extent, E.IntImm) else 1
+    if extent % 2 or not (isinstance(loop.body, S.Allocate) and isinstance(loop.body.body, S.SeqStmt)
+                          and len(loop.body.body.stmts) >= 2):
+        return None
+    acc = loop.body.buffer
+    init, update, *tail = loop.body.body.stmts
+    if not (acc.scope is Scope.LOCAL and acc.size == 1 and isinstance(init, S.BufferStore) and init.buffer is acc
+            and E.is_const(init.value, 0) and isinstance(update, S.BufferStore) and update.buffer is acc):
+        return None
+    dot = update.value
+    if not (isinstance(dot, E.Call) and dot.func is E.Intrinsic.DOT_INT8):
+        return None
+    run, weights, n, total = dot.args
+    if _uses(run, c) or _uses(n, c) or not (isinstance(total, E.BufferLoad) and total.buffer is acc):
+        return None
+    if not all(isinstance(t, S.BufferStore) and t.buffer is not acc for t in tail):
+        return None  # the tail only reads the accumulator (the epilogue's stores)
+    c2 = E.Var(f"{c.name}2", c.dtype)
+    accs = [Buffer(f"{acc.name}{k}", (1,), acc.dtype, Scope.LOCAL) for k in (0, 1)]
+    channels = [E.mul(c2, E.IntImm(2, c.dtype)), E.add(E.mul(c2, E.IntImm(2, c.dtype)), E.IntImm(1, c.dtype))]
+    zero = (E.IntImm(0),)
+    loads = [E.BufferLoad(a, zero, a.dtype) for a in accs]
+    rows = [substitute(weights, {c: ch}) for ch in channels]
+    parts: list[S.Stmt] = [S.BufferStore(a, E.const(0, a.dtype), zero) for a in accs]
+    parts.append(S.Evaluate(E.Call(E.Intrinsic.DOT2_INT8, (run, rows[0], rows[1], n, loads[0], loads[1]), "void")))
+    for load, ch in zip(loads, channels):
+        for t in tail:
+            moved = substitute_stmt(t, {c: ch})
+            parts.append(map_stmt_exprs(moved, lambda e, load=load: _read_acc(e, acc, load)))
+    body: S.Stmt = S.SeqStmt(tuple(parts))
+    for a in reversed(accs):
+        body = S.Allocate(a, body)
+    return S.For(c2, E.IntImm(extent // 2, loop.extent.dtype), body, loop.kind)
+
+
+def _uses(e: E.PrimExpr, var: E.Var) -> bool:
+    return any(n is var for n in walk_expr(e))
+
+
+def _read_acc(e: E.PrimExpr, acc: Buffer, load: E.BufferLoad) -> E.PrimExpr:
+    """`e` with reads of `acc` replaced by `load`."""
+    return map_expr(e, lambda n: load if isinstance(n, E.BufferLoad) and n.buffer is acc else None)
