@@ -16,6 +16,7 @@ from tessera.tir import expr as E
 from tessera.tir import stmt as S
 from tessera.tir.buffer import Buffer, Scope
 from tessera.tir.int8_dot import use_int8_dot
+from tessera.tir.int8_dot_pairs import pair_int8_dots
 
 
 def _row_dot(a_dtype: str = "int8", step: int = 1, loop_dtype: str = "int32", rows: int = 3, n: int = 20):
@@ -80,3 +81,55 @@ def _source(func: S.PrimFunc) -> str:
     gen = CodeGenC()
     gen.add_function(func)
     return gen.source()
+
+
+# ------------------------------------------------ pairs (tir/int8_dot_pairs.py)
+def _channel_dots(channels: int = 4, shared_run: bool = True, n: int = 37):
+    """out[p, c] = clamp(sum_k a[p, k] * w[c, k] - 5) as int8: the channel loop inside the position loop,
+    each output's sum in a local scalar (the shape `te.lower` gives a requantised conv)."""
+    a = Buffer("a", (3, n * (channels if not shared_run else 1)), "int8")
+    w = Buffer("w", (channels, n), "int8")
+    out = Buffer("out", (3, channels), "int8")
+    acc = Buffer("acc", (1,), "int32", Scope.LOCAL)
+    p, c, k = E.Var("p"), E.Var("c"), E.Var("k")
+    zero = E.IntImm(0)
+    a_index = k if shared_run else E.add(E.mul(c, E.IntImm(n)), k)
+    product = E.mul(E.cast(E.BufferLoad(a, (p, a_index), "int8"), "int32"),
+                    E.cast(E.BufferLoad(w, (c, k), "int8"), "int32"))
+    total = E.BufferLoad(acc, (zero,), "int32")
+    narrowed = E.cast(E.minimum(E.maximum(E.sub(total, E.IntImm(5)), E.IntImm(-128)), E.IntImm(127)), "int8")
+    body = S.For(p, E.IntImm(3), S.For(c, E.IntImm(channels), S.Allocate(acc, S.SeqStmt((
+        S.BufferStore(acc, E.IntImm(0), (zero,)),
+        S.For(k, E.IntImm(n), S.BufferStore(acc, E.add(total, product), (zero,))),
+        S.BufferStore(out, narrowed, (p, c)))))))
+    return S.PrimFunc("tsgen_channel_dots", (a, w, out), body, 2)
+
+
+def test_channels_sharing_a_run_are_visited_in_pairs(tmp_path):
+    func = pair_int8_dots(use_int8_dot(_channel_dots()))
+    (call,) = [s.value for s in S.walk_stmts(func.body) if isinstance(s, S.Evaluate)]
+    assert call.func is E.Intrinsic.DOT2_INT8
+    loops = [s for s in S.walk_stmts(func.body) if isinstance(s, S.For)]
+    assert [(f.loop_var.name, f.extent.value) for f in loops] == [("p", 3), ("c2", 2)]
+    text = _source(func)
+    assert "ts_dot2_int8(&a[(p * 37)], &w[((c2 * 2) * 37)], &w[(((c2 * 2) + 1) * 37)], 37, &acc0, &acc1);" in text
+    rng = np.random.default_rng(1)
+    # 37: the helper's 4-wide DSP steps and its tail; small values, so sums mostly stay inside int8
+    a = rng.integers(-10, 11, (3, 37), dtype=np.int8)
+    w = rng.integers(-4, 5, (4, 37), dtype=np.int8)
+    out = np.zeros((3, 4), np.int8)
+    gen = CodeGenC()
+    gen.add_function(func)
+    host = Target("c")
+    so = build_and_load(CSourceModule([SourceFile("pairs.c", gen.source())], gen.function_names,
+                                      host.kind.toolchain(host)))
+    assert so.kernel("tsgen_channel_dots")(*(ctypes.c_void_p(x.ctypes.data) for x in (a, w, out))) == 0
+    expected = np.clip(a.astype(np.int32) @ w.astype(np.int32).T - 5, -128, 127)
+    assert len(np.unique(expected)) > 6
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("variant", [{"channels": 3}, {"shared_run": False}], ids=["odd channels", "own runs"])
+def test_channel_loops_that_cannot_pair_are_left_alone(variant):
+    func = use_int8_dot(_channel_dots(**variant))
+    assert pair_int8_dots(func) is func
