@@ -23,6 +23,8 @@ The C code generator runs it right after `use_int8_dot`.
 
 from __future__ import annotations
 
+import functools
+
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer, Scope
@@ -87,8 +89,7 @@ def _paired(loop: S.For) -> S.Stmt | None:
     parts.append(S.Evaluate(E.Call(E.Intrinsic.DOT2_INT8, (run, rows[0], rows[1], n, loads[0], loads[1]), "void")))
     for load, ch in zip(loads, channels):
         for t in tail:
-            moved = substitute_stmt(t, {c: ch})
-            parts.append(map_stmt_exprs(moved, lambda e, load=load: _read_acc(e, acc, load)))
+            parts.append(map_stmt_exprs(substitute_stmt(t, {c: ch}), functools.partial(_read_acc, acc=acc, load=load)))
     body: S.Stmt = S.SeqStmt(tuple(parts))
     for a in reversed(accs):
         body = S.Allocate(a, body)
