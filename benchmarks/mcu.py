@@ -11,6 +11,13 @@ onnxruntime's reference run bit for bit). The int8 Cortex-M4 rows are then
 set beside the published MLPerf Tiny v1.0 Cortex-M4 @120 MHz latencies (which
 are for int8 models), with the first bar: below the TFLM figure.
 
+For int8 each row also shows the planned pool against the int8 activation
+bound (the largest layer's int8 input(s) + output, computed from the model by
+`tessera.testing.int8_bound`; graph inputs and outputs are the caller's
+buffers and are not counted) and, on the Cortex-M4 board, Arm's CMSIS-NN
+instruction count for the same int8 model (`CMSIS_NN_INSTRUCTIONS`) with the
+ratio tessera / CMSIS-NN.
+
     python benchmarks/mcu.py                                   # both precisions, all models, all boards
     python benchmarks/mcu.py --precision int8 --boards mps2-an386
 """
@@ -28,10 +35,15 @@ import tessera
 from tessera.frontend import from_onnx
 from tessera.micro.boards import BOARDS
 from tessera.testing import mlperf_tiny, mlperf_tiny_int8
+from tessera.testing.int8_bound import int8_activation_bound
 from tessera.testing.models import ort_run
 
 COUNT_BOARD = "mps2-an386"
 MHZ = 120
+# CMSIS-NN (commit 99f736a6, -Ofast) on the same int8 models, QEMU mps2-an386, counted by the same plugin:
+# ../shared/notes/cmsisnn-counts.md (instructions per inference = count(2 inferences) - count(1)).
+CMSIS_NN_INSTRUCTIONS = {"kws_ds_cnn": 7_867_010, "vww_mobilenet": 26_071_471, "ic_resnet8": 30_015_478,
+                         "ad_autoencoder": 629_498}
 
 
 def _ort_exact(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
@@ -52,10 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown {unknown}; choose from {', '.join(valid)}")
     logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice on pre-processing
-    print(f"{'model':15s} {'dtype':7s} {'board':11s} {'flash B':>9s} {'RAM B':>9s} {'pool B':>8s} {'bound B':>8s} "
-          f"{'insns/inference':>16s} {'ms@120MHz':>10s} {'max |diff|':>10s}")
+    print(f"{'model':15s} {'dtype':7s} {'board':11s} {'flash B':>9s} {'RAM B':>9s} {'pool B':>8s} {'int8 bound':>10s} "
+          f"{'pool/bound':>10s} {'insns/inference':>16s} {'CMSIS-NN':>10s} {'ratio':>6s} {'ms@120MHz':>10s} "
+          f"{'max |diff|':>10s}")
     failed = False
-    m4_int8: dict[str, tuple[int, int, int]] = {}
+    m4_int8: dict[str, tuple[int, int, int, int, int]] = {}  # insns, flash, RAM, pool, int8 bound
     for precision in args.precision:
         for name in args.models:
             if precision == "int8":
@@ -65,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             x = mlperf_tiny.sample_input(name)
             expected = _ort_exact(model, x) if precision == "int8" else ort_run(model, {"input": x})[0]
             mod, params = from_onnx(model)
+            bound = int8_activation_bound(mod, params) if precision == "int8" else 0
             for board in args.boards:
                 spec = BOARDS[board]
                 lib = tessera.build(mod, target=spec.target_string, params=params, executor="aot", mod_name=name)
@@ -77,9 +91,12 @@ def main(argv: list[str] | None = None) -> int:
                 insns = run.inference_instructions
                 ms = f"{insns / (MHZ * 1e3):10.1f}" if insns else f"{'-':>10s}"
                 if precision == "int8" and board == COUNT_BOARD and insns:
-                    m4_int8[name] = (insns, run.sizes.flash, run.sizes.ram)
-                print(f"{name:15s} {precision:7s} {board:11s} {run.sizes.flash:9d} {run.sizes.ram:9d} "
-                      f"{lib.program.pool_size:8d} {lib.program.memory.lower_bound:8d} {insns or '-':>16} {ms} "
+                    m4_int8[name] = (insns, run.sizes.flash, run.sizes.ram, lib.program.pool_size, bound)
+                pool = lib.program.pool_size
+                cmsis = CMSIS_NN_INSTRUCTIONS.get(name) if precision == "int8" and board == COUNT_BOARD else None
+                print(f"{name:15s} {precision:7s} {board:11s} {run.sizes.flash:9d} {run.sizes.ram:9d} {pool:8d} "
+                      f"{bound or '-':>10} {f'{pool / bound:.3f}' if bound else '-':>10s} {insns or '-':>16} "
+                      f"{cmsis or '-':>10} {f'{insns / cmsis:.2f}' if cmsis and insns else '-':>6s} {ms} "
                       f"{diff:10.2e}", flush=True)
     print("\npublished MLPerf Tiny v1.0, Cortex-M4 @120 MHz, int8 (ms): TFLM / microTVM+CMSIS-NN / X-CUBE-AI")
     for name, spec in mlperf_tiny.MODELS.items():
@@ -88,15 +105,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:15s} {lat.tflm:g} / {lat.microtvm_cmsis_nn:g} / {lat.x_cube_ai:g}")
     if m4_int8:
         print(f"\nint8 on the Cortex-M4 board ({COUNT_BOARD}), instructions / {MHZ} MHz (optimistic: 1 insn = 1 cycle)")
-        print(f"{'model':15s} {'insns':>12s} {'tessera ms':>10s} {'TFLM':>7s} {'uTVM':>7s} {'X-CUBE':>7s} "
-              f"{'flash B':>9s} {'RAM B':>9s}  below TFLM")
+        print(f"{'model':15s} {'insns':>12s} {'CMSIS-NN':>10s} {'ratio':>6s} {'tessera ms':>10s} {'TFLM':>7s} "
+              f"{'uTVM':>7s} {'X-CUBE':>7s} {'flash B':>9s} {'RAM B':>9s} {'pool B':>8s} {'int8 bound':>10s} "
+              f"{'pool/bound':>10s}  below TFLM")
         bar = True
-        for name, (insns, flash, ram) in m4_int8.items():
+        for name, (insns, flash, ram, pool, bound) in m4_int8.items():
             lat = mlperf_tiny.MODELS[name].latency_ms
             ms = insns / (MHZ * 1e3)
             bar &= ms < lat.tflm
-            print(f"{name:15s} {insns:12d} {ms:10.1f} {lat.tflm:7g} {lat.microtvm_cmsis_nn:7g} {lat.x_cube_ai:7g} "
-                  f"{flash:9d} {ram:9d}  {'yes' if ms < lat.tflm else 'NO'}")
+            cmsis = CMSIS_NN_INSTRUCTIONS[name]
+            print(f"{name:15s} {insns:12d} {cmsis:10d} {insns / cmsis:6.2f} {ms:10.1f} {lat.tflm:7g} "
+                  f"{lat.microtvm_cmsis_nn:7g} {lat.x_cube_ai:7g} {flash:9d} {ram:9d} {pool:8d} {bound:10d} "
+                  f"{pool / bound:10.3f}  {'yes' if ms < lat.tflm else 'NO'}")
+        print("CMSIS-NN: Arm's kernels (-Ofast) on the same int8 models and emulator, same counter; "
+              "see ../shared/notes/cmsisnn-counts.md")
         print(f"first bar (every int8 model below TFLM): {'met' if bar else 'NOT met'}")
     return 1 if failed else 0
 
