@@ -36,3 +36,41 @@ def test_a_float_model_has_no_int8_bound():
     from tessera.testing import mlperf_tiny
 
     assert int8_activation_bound(*from_onnx(onnx.load(mlperf_tiny.model_path("ad_autoencoder")))) == 0
+
+
+@pytest.mark.parametrize("name", ["kws_ds_cnn", "vww_mobilenet", "ic_resnet8", "ad_autoencoder"])
+def test_planned_pool_is_within_a_quarter_of_the_int8_bound(name):
+    """Issue 15's memory bar on the Cortex-M4 board: pool <= 1.25 x the largest layer's int8 reads + writes.
+    Compile time only: the pool is planned before any C is compiled."""
+    import tessera
+    from tessera.micro.boards import BOARDS
+
+    mod, params = _model(name)
+    lib = tessera.build(mod, target=BOARDS["mps2-an386"].target_string, params=params, executor="aot", mod_name=name)
+    bound = int8_activation_bound(mod, params)
+    assert lib.program.pool_size <= 1.25 * bound, (lib.program.pool_size, bound)
+
+
+def test_im2col_and_padding_scratch_is_one_row_or_plane():
+    """ResNet-8's 3x3 convolutions build im2col one output row at a time (32 positions x 16 channels x 9 taps,
+    not the whole 32x32 image), and a depthwise convolution pads one channel plane at a time."""
+    import tessera
+    from tessera.backend.lift_workspace import workspace_params
+    from tessera.micro.boards import BOARDS
+
+    def scratch(name: str) -> dict[str, set[tuple[int, ...]]]:
+        mod, params = _model(name)
+        lib = tessera.build(mod, target=BOARDS["mps2-an386"].target_string, params=params, executor="aot",
+                            mod_name=name)
+        found: dict[str, set[tuple[int, ...]]] = {}
+        for func in lib.program.kernels.values():
+            for buf in workspace_params(func):
+                found.setdefault(buf.name, set()).add(buf.shape)
+        return found
+
+    ic = scratch("ic_resnet8")
+    assert (1, 1, 32, 16, 3, 3) in ic["im2col_buf"]  # one row of the 32x32 convolutions
+    assert all(shape[1] == 1 for shape in ic["im2col_buf"] if shape[4:] == (3, 3))
+    kws = scratch("kws_ds_cnn")
+    assert (1, 1, 27, 7) in kws["pad_buf"]  # one padded 25x5 plane of the depthwise convolutions
+    assert (1, 64, 27, 7) not in kws["pad_buf"]

@@ -9,6 +9,7 @@ from tessera.tir import expr as E
 from tessera.tir import stmt as S
 from tessera.tir.buffer import Buffer, Scope
 from tessera.tir.index_width import widen_indices
+from tessera.tir.scratch_slices import slice_int8_scratch
 from tessera.tir.simplify import simplify_index
 from tessera.tir.structural import assert_structural_equal
 from tessera.tir.verify import verify_primfunc
@@ -119,6 +120,41 @@ def test_lift_workspaces_keeps_stack_scratch():
     before = _staged(Scope.LOCAL, lifted=False)
     expected = S.PrimFunc(before.name, before.params, before.body, 1, {WORKSPACES_ATTR: 0})
     assert_structural_equal(lift_workspaces(before), expected)
+
+
+# ---------------------------------------------------------------- slice_int8_scratch
+
+def _rows(dtype: str, consumer_index: str = "own row", sliced: bool = False) -> S.PrimFunc:
+    """tmp[r, j] = a[r, j] + 1 (4 rows of 8), then out[r] = sum_j tmp[<row>, j]: unsliced, or the
+    expected result of slicing tmp one row at a time inside the consumer's row loop."""
+    a, out = Buffer("a", (4, 8), dtype), Buffer("out", (4,), dtype)
+    tmp = Buffer("tmp", (1, 8) if sliced else (4, 8), dtype)
+    r, j, rc, k = E.Var("r"), E.Var("j"), E.Var("rc"), E.Var("k")
+    row = rc if consumer_index == "own row" else E.sub(E.IntImm(3), rc)
+
+    def store_tmp(at: E.PrimExpr) -> S.Stmt:
+        return S.For(j, E.IntImm(8), S.BufferStore(tmp, E.add(load(a, at, j), E.const(1, dtype)), (E.IntImm(0) if sliced else at, j)))
+
+    consume = S.For(k, E.IntImm(8), S.BufferStore(out, E.add(load(out, rc), load(tmp, E.IntImm(0) if sliced else row, k)), (rc,)))
+    if sliced:
+        body: S.Stmt = S.For(rc, E.IntImm(4), S.Allocate(tmp, S.seq(store_tmp(rc), consume)))
+        return S.PrimFunc("f", (a, out), body, 1)
+    body = S.seq(S.For(r, E.IntImm(4), store_tmp(r), S.ForKind.PARALLEL), S.For(rc, E.IntImm(4), consume, S.ForKind.PARALLEL))
+    return S.PrimFunc("f", (a, out), S.Allocate(tmp, body), 1)
+
+
+def test_int8_scratch_is_computed_one_slice_at_a_time_inside_its_readers_loop():
+    after = slice_int8_scratch(_rows("int8"))
+    assert_structural_equal(after, _rows("int8", sliced=True))
+    verify_primfunc(after)
+    # the slice is scratch like any other: LiftWorkspaces hands its one row to the planner
+    lifted = lift_workspaces(after)
+    assert lifted.attrs[WORKSPACES_ATTR] == 1 and lifted.params[-1].shape == (1, 8)
+
+
+def test_scratch_slicing_leaves_float_scratch_and_other_rows_alone():
+    for before in (_rows("float32"), _rows("int8", consumer_index="another row")):
+        assert slice_int8_scratch(before) is before
 
 
 # ---------------------------------------------------------------- lowering a TE stage

@@ -34,7 +34,7 @@ from ..transform.partition import partition_for
 from ..transform.plan_devices import ExpandFunctionPins, PlanDevices
 from .graph_codegen import _GraphBuilder, add_segments
 from .lower_te import LowerTE
-from .lift_workspace import LiftWorkspaces
+from .lift_workspace import LiftWorkspaces, SliceInt8Scratch
 from .program_memory import MemoryOptions, with_aliasing
 from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
 from .library import GraphExecutorLibrary, compile_graph_library
@@ -179,6 +179,7 @@ def lower_fused(mod: IRModule, target: Target, ctx: PassContext, say: Progress, 
         say("lowering kernels to loops")
         pieces = config.pieces if config is not None else None
         mod = LowerTE(target.host, f"tsgen_{mod_name}_", pieces, forced)(mod, ctx)
+    mod = SliceInt8Scratch()(mod, ctx)  # int8 scratch one row / plane at a time, inside its reader's loop
     mod = LiftWorkspaces()(mod, ctx)  # kernel scratch becomes planned memory
     return Lowered(mod, partitioned, target, externals, owned, t0, config, MemoryOptions.from_config(ctx.config))
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..relay.module import IRModule
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
+from ..tir.scratch_slices import slice_int8_scratch
 from ..transform.pass_infra import Pass, PassContext
 
 WORKSPACES_ATTR = "workspace_params"  # how many trailing parameters are lifted scratch
@@ -81,6 +82,23 @@ class LiftWorkspaces(Pass):
         for gv, func in mod.items():
             if isinstance(func, S.PrimFunc):
                 new = lift_workspaces(func)
+                if new is not func:
+                    result = result.with_function(gv, new)
+        return result
+
+
+class SliceInt8Scratch(Pass):
+    """Int8 scratch computed a slice at a time inside the loop that reads it (`tir.scratch_slices`);
+    runs before LiftWorkspaces, which then plans the slice."""
+
+    name = "SliceInt8Scratch"
+    opt_level = 0
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        result = mod
+        for gv, func in mod.items():
+            if isinstance(func, S.PrimFunc):
+                new = slice_int8_scratch(func)
                 if new is not func:
                     result = result.with_function(gv, new)
         return result
