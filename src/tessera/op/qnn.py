@@ -286,7 +286,10 @@ def _qconv_ref(args: list[np.ndarray], attrs: QConvAttrs) -> np.ndarray:
 
 def _im2col(padded: te.Tensor, attrs: QConvAttrs, out: TensorType) -> te.Tensor:
     """col[n, y, x, c, ky, kx]: the window of output position (y, x) as one contiguous run of
-    K = C*KH*KW (six loops, so no index is divided per byte)."""
+    K = C*KH*KW (six loops, so no index is divided per byte). The loops run over (c, ky) outside
+    (x, kx): each inner run reads one input row front to back and gcc compiles it to plain byte
+    moves (in the order x, c, ky, kx it packed bytes into words with BFI; this order takes about
+    1% fewer instructions on ResNet-8 on a Cortex-M4)."""
     (kh, kw), (sh, sw), (dh, dw) = attrs.kernel, attrs.conv.strides, attrs.conv.dilation
     _, _, oh, ow = out.shape
 
@@ -294,7 +297,8 @@ def _im2col(padded: te.Tensor, attrs: QConvAttrs, out: TensorType) -> te.Tensor:
         return padded[n, c, E.add(E.mul(y, sh), E.mul(ky, dh)), E.add(E.mul(x, sw), E.mul(kx, dw))]
 
     return te.compute((out.shape[0], oh, ow, padded.shape[1], kh, kw), element, name="im2col",
-                      axis_names=["n", "y", "x", "c", "ky", "kx"], materialize=True)
+                      axis_names=["n", "y", "x", "c", "ky", "kx"], loop_order=["n", "y", "c", "ky", "x", "kx"],
+                      materialize=True)
 
 
 def dot_s8(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
