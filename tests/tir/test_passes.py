@@ -124,7 +124,7 @@ def test_lift_workspaces_keeps_stack_scratch():
 
 # ---------------------------------------------------------------- slice_int8_scratch
 
-def _rows(dtype: str, consumer_index: str = "own row", sliced: bool = False) -> S.PrimFunc:
+def _rows(dtype: str, consumer_index: str = "own row", sliced: bool = False, checked: bool = False) -> S.PrimFunc:
     """tmp[r, j] = a[r, j] + 1 (4 rows of 8), then out[r] = sum_j tmp[<row>, j]: unsliced, or the
     expected result of slicing tmp one row at a time inside the consumer's row loop."""
     a, out = Buffer("a", (4, 8), dtype), Buffer("out", (4,), dtype)
@@ -133,7 +133,10 @@ def _rows(dtype: str, consumer_index: str = "own row", sliced: bool = False) -> 
     row = rc if consumer_index == "own row" else E.sub(E.IntImm(3), rc)
 
     def store_tmp(at: E.PrimExpr) -> S.Stmt:
-        return S.For(j, E.IntImm(8), S.BufferStore(tmp, E.add(load(a, at, j), E.const(1, dtype)), (E.IntImm(0) if sliced else at, j)))
+        store = S.BufferStore(tmp, E.add(load(a, at, j), E.const(1, dtype)), (E.IntImm(0) if sliced else at, j))
+        if checked:  # a status return inside the producer
+            store = S.seq(S.IfThenElse(E.lt(load(a, at, j), E.const(0, dtype)), S.Return(E.IntImm(3))), store)
+        return S.For(j, E.IntImm(8), store)
 
     consume = S.For(k, E.IntImm(8), S.BufferStore(out, E.add(load(out, rc), load(tmp, E.IntImm(0) if sliced else row, k)), (rc,)))
     if sliced:
@@ -152,8 +155,8 @@ def test_int8_scratch_is_computed_one_slice_at_a_time_inside_its_readers_loop():
     assert lifted.attrs[WORKSPACES_ATTR] == 1 and lifted.params[-1].shape == (1, 8)
 
 
-def test_scratch_slicing_leaves_float_scratch_and_other_rows_alone():
-    for before in (_rows("float32"), _rows("int8", consumer_index="another row")):
+def test_scratch_slicing_leaves_float_scratch_other_rows_and_early_returns_alone():
+    for before in (_rows("float32"), _rows("int8", consumer_index="another row"), _rows("int8", checked=True)):
         assert slice_int8_scratch(before) is before
 
 

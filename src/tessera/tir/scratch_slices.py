@@ -77,6 +77,8 @@ def _fuse(stmts: list[S.Stmt], buf: Buffer) -> list[S.Stmt] | None:
     if not (isinstance(producer, S.For) and isinstance(consumer, S.For) and E.is_const(producer.extent)
             and E.is_const(consumer.extent) and producer.extent.value == consumer.extent.value):
         return None
+    if any(isinstance(t, S.Return) for loop in (producer, consumer) for t in S.walk_stmts(loop)):
+        return None  # a failed check must still return before the consumer writes anything
     if _stored(producer) != {buf} or buf in _loaded(producer) or buf in _stored(consumer):
         return None  # the producer only writes the scratch; the consumer only reads it
     if _loaded(producer) & _stored(consumer):
