@@ -29,6 +29,8 @@ from ..tir.stmt import PrimFunc
 from ..transform.infer_type import infer_expr, infer_function
 from ..target.target import Target
 from ..transform.pass_infra import Pass, PassContext
+from ..codegen.c_source import OPTIMIZE_ATTR
+from .kernel_flags import kernel_flags
 from .target_hooks import DEVICE_ATTR, TARGET_ATTR
 
 MAX_NAME_OPS = 4
@@ -81,7 +83,9 @@ def lower_primitive(func: Function, name: str, sched: ScheduleContext) -> PrimFu
             raise CompileError(f"kernel {name}: cannot lower {type(node).__name__}")
     result = env[id(func.body)]
     outputs = list(_flatten(result))
-    return te.lower(name, inputs, outputs)
+    prim = te.lower(name, inputs, outputs)
+    flags = kernel_flags(func, kernel_name_hint(func), sched)
+    return prim.with_attrs(**{OPTIMIZE_ATTR: flags}) if flags else prim
 
 
 def _flatten(value: Lowered) -> Iterator[te.Tensor]:

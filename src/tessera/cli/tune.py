@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
                    help="the tuning log to write (or extend)")
     p.add_argument("-t", "--target", default="c", type=target_string,
                    help="target the kernels are built for (default c)")
+    p.add_argument("--board", metavar="BOARD",
+                   help="count instructions on this emulated Cortex-M board under QEMU instead of timing here "
+                        "(e.g. mps2-an386; -t defaults to its core); deterministic")
     p.add_argument("--trials", type=positive_int, metavar="N",
                    help="at most N configurations per kernel (default all)")
     p.add_argument("--budget", type=positive_seconds, metavar="SECONDS",
@@ -41,7 +44,6 @@ def run(args: argparse.Namespace) -> int:
     from ..target import Target
     from ..target.named import is_named_targets
     from ..tune import tune
-    from ..tune.tuner import config_text
 
     if is_named_targets(args.target):
         raise TesseraError(f"-t {args.target!r}: tessera tune measures one target at a time, not named pieces; "
@@ -52,20 +54,44 @@ def run(args: argparse.Namespace) -> int:
         readable_file("-o", args.output)
     shapes = parse_shapes(args.input_shape)
     say = progress(args.quiet)
+    if args.board:
+        from ..micro.boards import get_board
+
+        board = get_board(args.board)  # an unknown name fails here, before the import
+        if args.target == "c":
+            args.target = board.target_string
     target = Target(args.target)
     say(f"importing {args.model}")
     mod, params = from_onnx(args.model, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(target))
     make_parent(out)
     tuned = tune(mod, target, params, log=out, trials=args.trials, budget=args.budget, progress=say,
-                 repeat=args.repeat, threads=args.threads)
-    default = sum(r.default_seconds or 0.0 for r in tuned.results)
-    best = sum(r.seconds.get(config_text(r.best), 0.0) for r in tuned.results if r.best is not None)
+                 repeat=args.repeat, threads=args.threads, board=args.board)
     print(f"{len(tuned.results)} tunable kernels, {tuned.measured} configurations measured in {tuned.seconds:.1f} s")
-    if tuned.results and default and best:
-        print(f"sum over kernels: default schedules {default * 1e3:.3f} ms, tuned {best * 1e3:.3f} ms "
-              f"({default / best:.2f}x)")
+    if args.board:
+        _print_instructions(tuned, args.board)
+    else:
+        _print_seconds(tuned)
     if not out.exists():
         tuned.log.save(out)  # a model without tunable kernels still gets a (empty) log
     print(f"wrote {out} ({len(tuned.log.records)} measurements)")
     return 0
+
+
+def _print_instructions(tuned, board: str) -> None:
+    counted = [r for r in tuned.results if r.default_instructions is not None and r.best_instructions is not None]
+    if counted:
+        default = sum(r.default_instructions for r in counted)
+        best = sum(r.best_instructions for r in counted)
+        print(f"sum over kernels on {board}: default schedules {default} instructions, tuned {best} "
+              f"({default / best:.3f}x)")
+
+
+def _print_seconds(tuned) -> None:
+    from ..tune.tuner import config_text
+
+    default = sum(r.default_seconds or 0.0 for r in tuned.results)
+    best = sum(r.seconds.get(config_text(r.best), 0.0) for r in tuned.results if r.best is not None)
+    if tuned.results and default and best:
+        print(f"sum over kernels: default schedules {default * 1e3:.3f} ms, tuned {best * 1e3:.3f} ms "
+              f"({default / best:.2f}x)")
 

@@ -29,6 +29,8 @@ from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
 from .names import Namespace, is_c_identifier
 
 EXPORT_MACRO = "TS_EXPORT"
+# PrimFunc attribute: gcc optimize options for this one kernel (a tuned choice, backend/kernel_flags.py)
+OPTIMIZE_ATTR = "c.optimize"
 # Parallel loops run on OpenMP threads where the C compiler has -fopenmp (host
 # builds); elsewhere (Cortex-M) the same source compiles to plain loops.
 PARALLEL_FOR, PARALLEL_FOR_2 = "TS_PARALLEL_FOR", "TS_PARALLEL_FOR_2"
@@ -208,6 +210,10 @@ class _FunctionWriter:
         self.const_buffers.update(id(b) for b in f.params[: f.num_inputs])
         params = _param_decls(f, lambda b: self.ns.name_of(b, b.name))
         signature = f"{EXPORT_MACRO} int32_t {f.name}({', '.join(params) or 'void'})"
+        options = f.attrs.get(OPTIMIZE_ATTR)
+        if options:
+            quoted = ", ".join(f'"{o}"' for o in options)
+            signature = f"__attribute__((optimize({quoted}))) {signature}"
         self.stmt(f.body)
         body = "\n".join(self.lines)
         self.gen._functions.append(f"{signature} {{\n{body}\n  return 0;\n}}")

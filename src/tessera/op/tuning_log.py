@@ -1,7 +1,11 @@
 """The tuning log: measured schedule configurations per workload, as JSON on disk.
 
 The file is a list of records {"op", "key", "config", "seconds", "target"};
-`best` answers the fastest configuration recorded for a workload. Logs are
+`best` answers the fastest configuration recorded for a workload. Records
+measured on an emulated board (`tessera tune --board`) also carry "board"
+and "instructions": instruction counts under QEMU are deterministic, so
+they rank those records, and their target (a Cortex-M core) keeps them
+apart from host timings. Logs are
 machine-specific: a log tuned on one CPU still builds correct code on
 another, only perhaps slower code.
 
@@ -47,10 +51,20 @@ class Record:
     config: dict[str, int]
     seconds: float
     target: str = ""
+    board: str = ""  # the emulated board that counted `instructions` ("" for host timings)
+    instructions: int | None = None  # per call of the kernel, counted under QEMU
+
+    @property
+    def cost(self) -> float:
+        """What ranks the record: instructions where counted, else seconds."""
+        return float(self.instructions) if self.instructions is not None else self.seconds
 
     def to_json(self) -> dict:
-        return {"op": self.workload.op, "key": self.workload.key, "config": self.config,
-                "seconds": self.seconds, "target": self.target}
+        row = {"op": self.workload.op, "key": self.workload.key, "config": self.config,
+               "seconds": self.seconds, "target": self.target}
+        if self.board:
+            row.update(board=self.board, instructions=self.instructions)
+        return row
 
 
 @dataclass
@@ -70,7 +84,8 @@ class TuningLog:
         try:
             rows = json.loads(p.read_text())
             records = [Record(Workload(r["op"], r["key"]), {k: int(v) for k, v in r["config"].items()},
-                              float(r["seconds"]), str(r.get("target", ""))) for r in rows]
+                              float(r["seconds"]), str(r.get("target", "")), str(r.get("board", "")),
+                              None if r.get("instructions") is None else int(r["instructions"])) for r in rows]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise TesseraError(f"tuning log {p} is malformed ({exc}); expected a JSON list of "
                                '{"op", "key", "config", "seconds"} records') from None
@@ -97,12 +112,14 @@ class TuningLog:
         measured for `target`'s kernels, if given; records without a target match any)."""
         found = [r for r in self._by_workload.get(workload, ())
                  if (among is None or r.config in among) and (target is None or r.target in ("", target))]
-        return min(found, key=lambda r: r.seconds).config if found else None
+        # a board's counts rank before host timings of the same target (a log should not hold both)
+        return min(found, key=lambda r: (r.instructions is None, r.cost)).config if found else None
 
-    def measured(self, workload: Workload, config: Config, target: str) -> bool:
-        """Is there a record of this configuration for this workload and target?"""
-        return any(r.config == dict(config) and r.target == target for r in self._by_workload.get(workload, ()))
+    def measured(self, workload: Workload, config: Config, target: str, board: str = "") -> bool:
+        """Is there a record of this configuration for this workload, target (and board)?"""
+        return any(r.config == dict(config) and r.target == target and r.board == board
+                   for r in self._by_workload.get(workload, ()))
 
     def save(self, path: str | os.PathLike) -> None:
-        rows = sorted((r.to_json() for r in self.records), key=lambda r: (r["op"], r["key"], r["seconds"]))
+        rows = sorted((r.to_json() for r in self.records), key=lambda r: (r["op"], r["key"], r.get("instructions") or 0, r["seconds"]))
         atomic_write_text(path, json.dumps(rows, indent=1, sort_keys=True) + "\n")  # Ctrl-C keeps the old log

@@ -11,6 +11,10 @@
    run in alternation on the same random inputs; the median per call counts.
    Each candidate's outputs must match the default's (a wrong schedule is a
    bug, not a fast result).
+   With a `board` (an emulated Cortex-M board), each candidate is instead
+   built with the AOT executor and run under QEMU, and the instructions of
+   one call are counted: deterministic, so one run per candidate suffices,
+   and outputs must be identical (integer kernels bit for bit).
 3. Record every measurement in the TuningLog, saved after each workload, so
    an interrupted run resumes where it stopped: configurations the log holds
    for the same workload and target are not measured again.
@@ -28,10 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backend.build_module import as_target, build_graph, fuse, lower_fused
+from ..backend.build_module import as_target, build_aot, build_graph, fuse, lower_fused
 from ..backend.library import GraphExecutorLibrary
 from ..backend.lower_te import lower_primitive
 from ..errors import TesseraError
+from ..micro.boards import get_board
 from ..op.schedule_context import Choice, ScheduleContext
 from ..op.tuning_log import Config, Record, TuningLog, Workload
 from ..relay.expr import Call, Function, Var
@@ -74,10 +79,19 @@ class TaskResult:
     task: Task
     seconds: dict[str, float] = field(default_factory=dict)  # config (as text) -> median seconds, this run's and the log's
     best: Config | None = None
+    instructions: dict[str, int] = field(default_factory=dict)  # config (as text) -> count on the board (--board)
 
     @property
     def default_seconds(self) -> float | None:
         return self.seconds.get(config_text(self.task.choice.default))
+
+    @property
+    def default_instructions(self) -> int | None:
+        return self.instructions.get(config_text(self.task.choice.default))
+
+    @property
+    def best_instructions(self) -> int | None:
+        return self.instructions.get(config_text(self.best)) if self.best is not None else None
 
 
 @dataclass
@@ -124,7 +138,7 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
 def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str, np.ndarray] | None = None,
          log: TuningLog | str | os.PathLike | None = None, trials: int | None = None,
          budget: float | None = None, progress: Progress | None = None, repeat: int = 5,
-         jobs: int | None = None, seed: int = 0, threads: int = 1) -> Tuned:
+         jobs: int | None = None, seed: int = 0, threads: int = 1, board: str | None = None) -> Tuned:
     """Measure candidate schedules for every tunable kernel of `mod` on this machine.
 
     `log`: a TuningLog, or a JSON path (read if it exists, rewritten after
@@ -135,6 +149,10 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
     `threads`: threads each measured kernel runs on (1 by default: single-core
     timings are the least noisy, and the tile that is fastest per core stays
     fastest when the parallel loop shares the tiles among cores).
+    `board`: count instructions on this emulated Cortex-M board under QEMU
+    instead of timing on this machine; the target defaults to the board's
+    core (another target must name the same core), and the records carry
+    the board's name.
     """
     say = progress or (lambda msg: None)
     start = time.perf_counter()
@@ -146,7 +164,8 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
         if log.records:
             say(f"resuming from {path} ({len(log.records)} measurements)")
     log = log if isinstance(log, TuningLog) else TuningLog()
-    tgt = _single_target(target)
+    tgt = _board_target(board, target) if board else _single_target(target)
+    where = board or ""
     ctx = PassContext.current()
     say("finding tunable kernels")
     tasks = extract_tasks(mod, tgt, params, ctx)
@@ -157,21 +176,30 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
         result = TaskResult(task)
         results.append(result)
         configs = task.configs(trials)
-        todo = [c for c in configs if not log.measured(task.workload, c, str(tgt.host))]
+        todo = [c for c in configs if not log.measured(task.workload, c, str(tgt.host), where)]
         head = f"[{k}/{len(tasks)}] {task.workload}"
         if budget is not None and time.perf_counter() - start > budget and todo:
             say(f"{head}: time budget spent, {len(todo)} configs not measured")
             todo = []
         if todo:
-            say(f"{head}: measuring {len(todo)} of {len(configs)} configs")
-            for config, seconds in zip(todo, _measure(task, todo, tgt, ctx, repeat, jobs, seed, threads)):
-                log.add(Record(task.workload, config, seconds, str(tgt.host)))
+            say(f"{head}: measuring {len(todo)} of {len(configs)} configs" + (f" on {board}" if board else ""))
+            if board:
+                for config, count in zip(todo, _count_on_board(task, todo, tgt, ctx, board, jobs, seed)):
+                    log.add(Record(task.workload, config, 0.0, str(tgt.host), board, count))
+            else:
+                for config, seconds in zip(todo, _measure(task, todo, tgt, ctx, repeat, jobs, seed, threads)):
+                    log.add(Record(task.workload, config, seconds, str(tgt.host)))
             measured += len(todo)
             if path is not None:
                 log.save(path)
         for r in log.records:
-            if r.workload == task.workload and r.target == str(tgt.host):
-                result.seconds[config_text(r.config)] = min(r.seconds, result.seconds.get(config_text(r.config), np.inf))
+            if r.workload != task.workload or r.target != str(tgt.host) or r.board != where:
+                continue
+            text = config_text(r.config)
+            if r.instructions is not None:
+                result.instructions[text] = r.instructions
+            else:
+                result.seconds[text] = min(r.seconds, result.seconds.get(text, np.inf))
         result.best = log.best(task.workload, among=task.choice.candidates, target=str(tgt.host))
         say(_summary(f"[{k}/{len(tasks)}]" if todo else f"{head} (from the log)", result))
     if path is not None:
@@ -182,9 +210,11 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
 def _summary(head: str, result: TaskResult) -> str:
     if result.best is None:
         return f"{head}: no measurement"
+    text = f"{head}: best {config_text(result.best)}"
+    if result.instructions:
+        return text + f" {result.best_instructions} instructions, default {result.default_instructions}"
     best = result.seconds.get(config_text(result.best))
     default = result.default_seconds
-    text = f"{head}: best {config_text(result.best)}"
     text += f" {best * 1e3:.3f} ms" if best is not None else ""
     return text + (f", default {default * 1e3:.3f} ms" if default is not None else "")
 
@@ -215,7 +245,7 @@ def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassCon
             gm.set_input(name, value)
         gm.run()
         modules.append(gm)
-    _check_outputs(task, configs, modules)
+    _check_outputs(task, configs, [[gm.get_output(i) for i in range(gm.num_outputs)] for gm in modules])
     number = max(1, int(MIN_SAMPLE_SECONDS / max(_once(modules[0]), 1e-9)))
     samples: list[list[float]] = [[] for _ in modules]
     for _ in range(repeat):  # alternate, so drift in the machine's load hits every candidate alike
@@ -239,17 +269,54 @@ def _random(ty: object, rng: np.random.Generator) -> np.ndarray:
     dtype = np.dtype(ty.dtype)
     if dtype.kind == "f":
         return rng.standard_normal(ty.shape).astype(dtype)
+    if dtype.itemsize == 1:  # int8 / uint8 activations (indices are int32 / int64): the whole range
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, ty.shape, endpoint=True).astype(dtype)
     return np.zeros(ty.shape, dtype)  # integer inputs may be indices: zero is always in range
 
 
-def _check_outputs(task: Task, configs: Sequence[Config], modules: Sequence[GraphModule]) -> None:
-    outs = [[gm.get_output(i) for i in range(gm.num_outputs)] for gm in modules]
+def _count_on_board(task: Task, configs: Sequence[Config], target: Target, ctx: PassContext, board: str,
+                    jobs: int, seed: int) -> list[int]:
+    """Instructions of one call of the task's kernel under each configuration, on the emulated board."""
+    module = kernel_module(task)
+    rng = np.random.default_rng(seed)
+    inputs = [_random(p.checked_type, rng) for p in task.kernel.params]
+    toolchain = target.host.kind.toolchain(target.host)
+
+    def count(config: Config) -> tuple[list[np.ndarray], int]:
+        lowered = lower_fused(module, target, ctx, lambda msg: None, "tune", forced={task.workload: config})
+        lib = build_aot(lowered, toolchain, "tune", lambda msg: None)
+        outputs, run = lib.run_board(board, inputs, count_instructions=True)
+        if run.inference_instructions is None:
+            raise TesseraError(f"{task.workload}: QEMU counted no instructions on {board}")
+        return outputs, run.inference_instructions
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # gcc and QEMU are processes of their own
+        runs = list(pool.map(count, configs))
+    _check_outputs(task, configs, [outputs for outputs, _ in runs])
+    return [n for _, n in runs]
+
+
+def _check_outputs(task: Task, configs: Sequence[Config], outs: Sequence[Sequence[np.ndarray]]) -> None:
     for config, got in zip(configs[1:], outs[1:]):
         for a, b in zip(got, outs[0]):
             scale = float(np.max(np.abs(b))) if b.size else 0.0
-            if not np.allclose(a, b, rtol=MATCH_RTOL, atol=MATCH_RTOL * scale):
+            exact = not np.issubdtype(b.dtype, np.floating)  # integer kernels: bit for bit
+            if (not np.array_equal(a, b)) if exact else not np.allclose(a, b, rtol=MATCH_RTOL, atol=MATCH_RTOL * scale):
                 raise TesseraError(f"{task.workload}: configuration {config_text(config)} computes different "
                                    f"outputs from {config_text(configs[0])} (a schedule bug)")
+
+
+def _board_target(board: str, target: TargetLike | None) -> Target:
+    """The target a board's kernels are built for: the board's core unless `target` names it too."""
+    spec = get_board(board)
+    if target is None or str(target) == "c":
+        return as_target(spec.target_string)
+    tgt = _single_target(target)
+    if tgt.host.get("mcpu") != spec.cpu:
+        raise TesseraError(f"target {tgt} does not build for {board}'s {spec.cpu}; tune it with -t "
+                           f"{spec.target_string!r} or leave -t out")
+    return tgt
 
 
 def _single_target(target: TargetLike) -> Target:
