@@ -1,6 +1,7 @@
 """What the memory planner did: figures as text, and the pools over time as SVG.
 
     report = memory_report(lib)        # an AotLibrary or a graph-executor library
+    report = memory_report(lib, int8_bound=int8_activation_bound(mod, params))   # int8 models: beside the bound
     print(report.text())
     Path("memory.svg").write_text(report.svg())
 
@@ -26,6 +27,7 @@ class MemoryReport:
     memory: ProgramMemory
     order: str  # the operator-order strategy that won
     steps: int
+    int8_bound: int = 0  # the model's int8 activation bound (backend/int8_bound.py); 0: not an int8 model
 
     def text(self) -> str:
         m = self.memory
@@ -40,6 +42,9 @@ class MemoryReport:
             limit = f" of {p.spec.size_bytes}" if p.spec.size_bytes is not None else ""
             lines.append(f"  pool {p.name}: {p.size}{limit} bytes, {len(p.plan.buffers)} buffers, "
                          f"planner {p.plan.algorithm}, lower bound {p.plan.lower_bound}")
+        if self.int8_bound:
+            lines.append(f"  int8 activation bound: {self.int8_bound} bytes (the largest layer's int8 input(s) + "
+                         f"output); pools {m.total} bytes = {m.total / self.int8_bound:.3f} x the bound")
         return "\n".join(lines)
 
     def svg(self, title: str = "tessera memory plan") -> str:
@@ -50,6 +55,9 @@ class MemoryReport:
                f'font-family="sans-serif" font-size="12">',
                f'<text x="{MARGIN}" y="20" font-size="14">{html.escape(title)}</text>',
                f'<text x="{MARGIN}" y="38">{html.escape(self.text().splitlines()[0])}</text>']
+        if self.int8_bound:  # the pool beside what one int8 layer needs at once
+            out.append(f'<text x="{MARGIN + WIDTH // 2}" y="20">{html.escape(self.text().splitlines()[-1].strip())}'
+                       '</text>')
         for k, pool in enumerate(m.pools):
             top = MARGIN + k * (PANEL + MARGIN) + 10
             size = max(pool.size, 1)
@@ -73,12 +81,14 @@ class MemoryReport:
         return "\n".join(out) + "\n"
 
 
-def memory_report(lib: object) -> MemoryReport:
-    """The report of a built library (AOT: `lib.program`; graph executor: `lib.memory_plan`)."""
+def memory_report(lib: object, int8_bound: int = 0) -> MemoryReport:
+    """The report of a built library (AOT: `lib.program`; graph executor: `lib.memory_plan`).
+
+    `int8_bound`: the model's int8 activation bound, printed beside the pools with their ratio to it."""
     program = getattr(lib, "program", None)
     if program is not None:
-        return MemoryReport(program.planned, program.order_strategy, len(program.steps))
+        return MemoryReport(program.planned, program.order_strategy, len(program.steps), int8_bound)
     plan = getattr(lib, "graph_plan", None)
     if plan is None or plan.memory is None:
         raise TypeError(f"no memory plan on {type(lib).__name__}; build it with tessera.build first")
-    return MemoryReport(plan.memory, plan.program.order_strategy, len(plan.program.steps))
+    return MemoryReport(plan.memory, plan.program.order_strategy, len(plan.program.steps), int8_bound)

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import TesseraError
 from .artefacts import OUTPUT_RULE, TARBALL_SUFFIX, executor_for_output
 from ..util.atomic import atomic_write_text
-from .common import compile_onnx, model_name_for, parse_shapes, progress
+from .common import compile_onnx, model_name_for, parse_shapes, progress, runs_onnx_nodes
 from .flags import add_load_flag, c_module_name, non_empty, target_string
 from .paths import make_parent, readable_file, writable_file, writable_folder
 
@@ -69,6 +69,18 @@ def _check_paths(args: argparse.Namespace, executor: str) -> None:
         writable_folder("--emit-c", args.emit_c)
 
 
+def _int8_bound(model: str, shapes: dict[str, tuple[int, ...]], target: str) -> int:
+    """The model's int8 activation bound (0 without int8 layers), for the memory report."""
+    from ..backend.int8_bound import int8_activation_bound
+    from ..frontend import from_onnx
+    from ..target import Target
+    from ..target.named import is_named_targets, parse_named_targets
+
+    tgt = parse_named_targets(target) if is_named_targets(target) else Target(target)
+    mod, params = from_onnx(model, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(tgt))
+    return int8_activation_bound(mod, params)
+
+
 def run(args: argparse.Namespace) -> int:
     executor = executor_for_output(args.output, args.executor)
     _check_paths(args, executor)
@@ -90,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.memory_report:
         from ..backend.memory_report import memory_report
 
-        mem = memory_report(lib)
+        mem = memory_report(lib, _int8_bound(args.model, shapes, args.target))
         print(mem.text())
         atomic_write_text(make_parent(Path(args.memory_report)), mem.svg(f"tessera: {Path(args.model).name}, memory"))
         print(f"wrote {args.memory_report}")
