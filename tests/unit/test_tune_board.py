@@ -138,3 +138,12 @@ def test_cli_tune_board_resumes_and_compile_applies_the_log(tuned_log, tmp_path,
                  "-q"]) == 0
     assert main(["run", str(tar), "--board", BOARD, "--random-input", "--check", "-q"]) == 0
     assert "CHECK OK" in capsys.readouterr().out
+
+
+def test_equal_counts_keep_the_default():
+    log = TuningLog([Record(WORKLOAD, {"a": 4}, 0.0, M4, BOARD, 500),
+                     Record(WORKLOAD, {"a": 2}, 0.0, M4, BOARD, 500),
+                     Record(WORKLOAD, {"a": 1}, 0.0, M4, BOARD, 600)])
+    sched = ScheduleContext(Target(M4), log)
+    assert sched.choose("toy", {"n": 1}, [{"a": 1}, {"a": 2}, {"a": 4}], {"a": 2}) == {"a": 2}
+    assert sched.choose("toy", {"n": 1}, [{"a": 1}, {"a": 4}], {"a": 1}) == {"a": 4}

@@ -78,7 +78,7 @@ class ScheduleContext:
         if self.log is not None:
             # entries a newer compiler no longer offers are ignored, and so are timings
             # measured for other targets' kernels (another -march, a Cortex-M core)
-            logged = self.log.best(workload, among=options, target=str(self.target))
+            logged = self.log.best(workload, among=options, target=str(self.target), prefer=default)
             if logged is not None:
                 return dict(logged)
         return dict(default)

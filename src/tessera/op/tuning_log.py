@@ -107,13 +107,16 @@ class TuningLog:
         self._by_workload.setdefault(record.workload, []).append(record)
 
     def best(self, workload: Workload, among: Sequence[Config] | None = None,
-             target: str | None = None) -> Config | None:
+             target: str | None = None, prefer: Config | None = None) -> Config | None:
         """The fastest configuration recorded for `workload` (only those in `among`, and
-        measured for `target`'s kernels, if given; records without a target match any)."""
+        measured for `target`'s kernels, if given; records without a target match any).
+        On a tie `prefer` (the kernel's default) wins: equal instruction counts are common."""
         found = [r for r in self._by_workload.get(workload, ())
                  if (among is None or r.config in among) and (target is None or r.target in ("", target))]
         # a board's counts rank before host timings of the same target (a log should not hold both)
-        return min(found, key=lambda r: (r.instructions is None, r.cost)).config if found else None
+        preferred = dict(prefer) if prefer is not None else None
+        return min(found, key=lambda r: (r.instructions is None, r.cost, r.config != preferred)).config \
+            if found else None
 
     def measured(self, workload: Workload, config: Config, target: str, board: str = "") -> bool:
         """Is there a record of this configuration for this workload, target (and board)?"""

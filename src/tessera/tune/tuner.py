@@ -200,7 +200,8 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
                 result.instructions[text] = r.instructions
             else:
                 result.seconds[text] = min(r.seconds, result.seconds.get(text, np.inf))
-        result.best = log.best(task.workload, among=task.choice.candidates, target=str(tgt.host))
+        result.best = log.best(task.workload, among=task.choice.candidates, target=str(tgt.host),
+                               prefer=task.choice.default)
         say(_summary(f"[{k}/{len(tasks)}]" if todo else f"{head} (from the log)", result))
     if path is not None:
         log.save(path)
