@@ -147,3 +147,10 @@ def test_equal_counts_keep_the_default():
     sched = ScheduleContext(Target(M4), log)
     assert sched.choose("toy", {"n": 1}, [{"a": 1}, {"a": 2}, {"a": 4}], {"a": 2}) == {"a": 2}
     assert sched.choose("toy", {"n": 1}, [{"a": 1}, {"a": 4}], {"a": 1}) == {"a": 4}
+
+
+def test_cli_names_the_valid_boards(tmp_path, capsys):
+    assert main(["tune", str(q8.model_path(NAME)), "--board", "mps2-nope", "-o", str(tmp_path / "x.json")]) != 0
+    err = capsys.readouterr().err
+    assert "mps2-nope" in err and "mps2-an386" in err
+    assert not (tmp_path / "x.json").exists()

@@ -16,7 +16,8 @@ def add_parser(sub) -> None:
         description="Find MODEL.onnx's tunable kernels (e.g. convolution register tiles), build and time each "
                     "candidate schedule on this machine, and write every measurement to LOG.json. An existing "
                     "log is extended: configurations it holds are not measured again. Use the log with "
-                    "`tessera compile --tuning-log LOG.json` (or `tessera run`). Logs are machine-specific.")
+                    "`tessera compile --tuning-log LOG.json` (or `tessera run`). Logs are machine-specific. With --board, "
+                    "Cortex-M kernels are built for that emulated board and ranked by the instructions QEMU counts.")
     p.add_argument("model", help="path to an .onnx file")
     p.add_argument("-o", "--output", required=True, metavar="LOG.json", type=non_empty,
                    help="the tuning log to write (or extend)")
@@ -29,7 +30,8 @@ def add_parser(sub) -> None:
                    help="at most N configurations per kernel (default all)")
     p.add_argument("--budget", type=positive_seconds, metavar="SECONDS",
                    help="start no new measurement after this many seconds (default no limit)")
-    p.add_argument("--repeat", type=positive_int, default=5, help="timing samples per configuration (default 5)")
+    p.add_argument("--repeat", type=positive_int, default=5,
+                   help="timing samples per configuration (default 5; counts on a --board need one)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
                    help="fix an input's shape (needed when the model has symbolic dimensions); repeatable")
     p.add_argument("--threads", type=positive_int, default=1,
