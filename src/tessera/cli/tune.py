@@ -16,8 +16,9 @@ def add_parser(sub) -> None:
         description="Find MODEL.onnx's tunable kernels (e.g. convolution register tiles), build and time each "
                     "candidate schedule on this machine, and write every measurement to LOG.json. An existing "
                     "log is extended: configurations it holds are not measured again. Use the log with "
-                    "`tessera compile --tuning-log LOG.json` (or `tessera run`). Logs are machine-specific. With --board, "
-                    "Cortex-M kernels are built for that emulated board and ranked by the instructions QEMU counts.")
+                    "`tessera compile --tuning-log LOG.json` (or `tessera run`). Logs are machine-specific. "
+                    "With --board, Cortex-M kernels are built for that emulated board and ranked by the "
+                    "instructions QEMU counts.")
     p.add_argument("model", help="path to an .onnx file")
     p.add_argument("-o", "--output", required=True, metavar="LOG.json", type=non_empty,
                    help="the tuning log to write (or extend)")

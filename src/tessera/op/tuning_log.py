@@ -124,5 +124,6 @@ class TuningLog:
                    for r in self._by_workload.get(workload, ()))
 
     def save(self, path: str | os.PathLike) -> None:
-        rows = sorted((r.to_json() for r in self.records), key=lambda r: (r["op"], r["key"], r.get("instructions") or 0, r["seconds"]))
+        rows = sorted((r.to_json() for r in self.records),
+                      key=lambda r: (r["op"], r["key"], r.get("instructions") or 0, r["seconds"]))
         atomic_write_text(path, json.dumps(rows, indent=1, sort_keys=True) + "\n")  # Ctrl-C keeps the old log
