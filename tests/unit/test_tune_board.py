@@ -154,3 +154,9 @@ def test_cli_names_the_valid_boards(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "mps2-nope" in err and "mps2-an386" in err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_cortex_m_target_without_a_board_is_refused_with_a_hint(ad):
+    mod, params = ad
+    with pytest.raises(TesseraError, match="--board"):
+        tune(mod, M4, params)

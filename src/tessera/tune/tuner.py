@@ -165,6 +165,9 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
             say(f"resuming from {path} ({len(log.records)} measurements)")
     log = log if isinstance(log, TuningLog) else TuningLog()
     tgt = _board_target(board, target) if board else _single_target(target)
+    if not board and not tgt.host.kind.toolchain(tgt.host).is_host:
+        raise TesseraError(f"target {tgt} builds code for another machine, which cannot be timed here; count "
+                           "instructions on an emulated board instead (board=..., `tessera tune --board`)")
     where = board or ""
     ctx = PassContext.current()
     say("finding tunable kernels")
