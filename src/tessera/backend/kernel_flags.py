@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 
+from ..errors import CompileError
 from ..op.schedule_context import ScheduleContext
 from ..relay.expr import Function
 from ..relay.printer import expr_str
@@ -47,4 +48,8 @@ def kernel_flags(func: Function, hint: str, sched: ScheduleContext) -> tuple[str
     digest = hashlib.sha256(expr_str(func).encode()).hexdigest()[:16]
     description = {"kernel": hint, "digest": digest}
     config = sched.choose(OP, description, [{"flags": k} for k in FLAG_CHOICES], {"flags": DEFAULT})
-    return FLAG_CHOICES.get(config.get("flags", DEFAULT), ())
+    choice = config.get("flags", DEFAULT)
+    if choice not in FLAG_CHOICES:  # logs only offer listed choices (ScheduleContext.choose); a forced one may not
+        raise CompileError(f"tuning log: kernel {hint!r} has kernel_flags {{'flags': {choice!r}}}; "
+                           f"valid choices are {sorted(FLAG_CHOICES)}")
+    return FLAG_CHOICES[choice]

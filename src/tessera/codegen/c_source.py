@@ -10,6 +10,7 @@ in first-use order. Subclasses (e.g. a library target's TIRToRuntime) override
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Container, Iterable
 
 from .. import dtype as dt
@@ -211,7 +212,11 @@ class _FunctionWriter:
         params = _param_decls(f, lambda b: self.ns.name_of(b, b.name))
         signature = f"{EXPORT_MACRO} int32_t {f.name}({', '.join(params) or 'void'})"
         options = f.attrs.get(OPTIMIZE_ATTR)
-        if options:
+        if isinstance(options, tuple) and options:
+            # the options come from a fixed table (backend/kernel_flags.py); still, only plain flag
+            # words ever reach the C text
+            if not all(isinstance(o, str) and re.fullmatch(r"[A-Za-z0-9-]+", o) for o in options):
+                raise CompileError(f"kernel {f.name}: optimize options {options!r} are not plain gcc flag words")
             quoted = ", ".join(f'"{o}"' for o in options)
             signature = f"__attribute__((optimize({quoted}))) {signature}"
         self.stmt(f.body)
