@@ -14,9 +14,13 @@ import enum
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import dtype as dt
 from ..tir import expr as E
+
+if TYPE_CHECKING:
+    from .extern import ExternOp
 
 _ids = itertools.count()
 
@@ -116,7 +120,7 @@ class ComputeOp:
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Tensor:
-    op: PlaceholderOp | ComputeOp
+    op: "PlaceholderOp | ComputeOp | ExternOp"
 
     @property
     def shape(self) -> tuple[int, ...]:
