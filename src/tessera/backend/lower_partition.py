@@ -14,7 +14,8 @@ the pattern objects (`m[CONV].attrs`), as the pattern table's checks do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import te
@@ -54,15 +55,16 @@ def lower_partition(func: Function, symbol: str, target: Target, lowerings: Sequ
         ty = p.checked_type
         if not isinstance(ty, TensorType):
             raise CompileError(f"partition {symbol}: parameter %{p.name_hint} has non-tensor type {ty}")
-        env[id(p)] = te.placeholder(ty.shape, ty.dtype, f"p{k}")
-        inputs.append(env[id(p)])
-    result = _lower(func.body, env, {entry.entry.name: entry for entry in lowerings}, symbol)
+        inputs.append(te.placeholder(ty.shape, ty.dtype, f"p{k}"))
+        env[id(p)] = inputs[-1]
+    result = _lower(func.body, env, {lowering.entry.name: lowering for lowering in lowerings}, symbol)
     return te.lower(symbol, inputs, list(_flatten(result)), {TARGET_ATTR: target})
 
 
 def _lower(body: Expr, env: dict[int, Value], lowerings: dict[str, Lowering], symbol: str,
-           match: Match | None = None, lowering: Lowering | None = None) -> Value:
-    anchor = match.get(lowering.anchor) if match is not None and lowering is not None else None
+           rules: Mapping[int, Callable[[list[te.Tensor]], te.Tensor]] | None = None) -> Value:
+    """`body`'s value from `env` (its free variables'); `rules` lower particular calls (by id)."""
+    rules = rules or {}
     for node in post_order(body, into_functions=False):
         if id(node) in env or isinstance(node, Function):
             continue
@@ -77,11 +79,16 @@ def _lower(body: Expr, env: dict[int, Value], lowerings: dict[str, Lowering], sy
             if found is None:
                 raise CompileError(f"partition {symbol}: composite {name!r} no longer matches its pattern")
             local = {id(p): env[id(a)] for p, a in zip(composite.params, node.args)}
-            env[id(node)] = _lower(composite.body, local, lowerings, symbol, found, inner)
+            anchor = found.get(inner.anchor)  # None: an alternative without it matched
+            here = {} if anchor is None else {id(anchor): functools.partial(inner.rule, found)}
+            env[id(node)] = _lower(composite.body, local, lowerings, symbol, here)
         elif isinstance(node, Call) and isinstance(node.op, Op):
-            args: list[te.Tensor] = [env[id(a)] for a in node.args]  # type: ignore[misc]
-            if node is anchor:
-                env[id(node)] = lowering.rule(match, args)  # type: ignore[union-attr, arg-type]
+            args = [env[id(a)] for a in node.args]
+            if id(node) in rules:
+                tensors = [a for a in args if isinstance(a, te.Tensor)]
+                if len(tensors) != len(args):
+                    raise CompileError(f"partition {symbol}: {node.op.name} takes a tuple; a rule gets tensors only")
+                env[id(node)] = rules[id(node)](tensors)
             elif node.op.compute is None:
                 raise CompileError(f"partition {symbol}: operator {node.op.name} has no TE compute")
             else:
@@ -89,7 +96,9 @@ def _lower(body: Expr, env: dict[int, Value], lowerings: dict[str, Lowering], sy
         elif isinstance(node, Tuple):
             env[id(node)] = tuple(env[id(f)] for f in node.fields)
         elif isinstance(node, TupleGetItem):
-            env[id(node)] = env[id(node.tuple_value)][node.index]  # type: ignore[index]
+            fields = env[id(node.tuple_value)]
+            assert isinstance(fields, tuple)
+            env[id(node)] = fields[node.index]
         else:
             raise CompileError(f"partition {symbol}: cannot lower {type(node).__name__} (constants stay "
                                "parameters unless the kind binds them)")

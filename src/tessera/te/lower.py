@@ -17,8 +17,8 @@ Policy, in the order the decisions are made:
 5. An extern stage (`te.extern`) reads its inputs from buffers, so none is
    inlined; the chain of elementwise stages that alone read its result (a
    bias add, then an activation) is one materialised stage whose buffer the
-   extern writes, updated in place. Its `per_iteration` inputs are emitted
-   inside its loops, serially, into one tile-sized buffer.
+   extern writes, updated in place. Its `per_iteration` stages are emitted
+   inside its loops, serially, into one tile-sized buffer each.
 
 A reduction's loops follow its `loop_order`. When reduce axes are innermost
 the value accumulates in a local scalar; when a schedule moves them outward
@@ -162,12 +162,12 @@ class _Lowering:
             for t in op.inputs():
                 self.consumers.setdefault(id(t.op), []).append(op)
         externs = [op for op in self.stages if isinstance(op, ExternOp)]
+        self.per_iteration = {id(t.op) for op in externs for t in op.per_iteration}
         self.in_place: dict[int, ComputeOp] = {}  # extern op id -> the stage whose buffer it writes
         for op in externs:
             tail = self._in_place_tail(op, output_ops)
             if tail is not None:
                 self.in_place[id(op)] = tail
-        self.per_iteration = {id(t.op) for op in externs for t in op.per_iteration}
         kept = {id(t.op) for op in externs for t in op.inputs()} | {id(t) for t in self.in_place.values()}
         kept |= self.per_iteration
         self.inlined = {
@@ -177,6 +177,7 @@ class _Lowering:
             and not op.materialize and id(op) not in kept
         }
         self._expanded: dict[int, E.PrimExpr] = {}
+        self._tested: set[int] = set()  # checks already emitted (an inlined op may feed several stages)
         self.epilogue_of: dict[int, ComputeOp] = {}  # reduction op id -> fused output stage
         self._plan_epilogues(output_ops)
 
@@ -219,7 +220,7 @@ class _Lowering:
                 break
             user = users[0]
             if (isinstance(user.body, Reduce) or user.checks or user.shape != op.shape
-                    or user.dtype != op.dtype or id(user) in taken):
+                    or user.dtype != op.dtype or id(user) in taken or id(user) in self.per_iteration):
                 break
             reads = [n for n in walk_expr(user.body) if isinstance(n, E.ProducerLoad) and n.producer.op is tail]  # type: ignore[attr-defined]
             if not all(_is_own_index(n.indices, user.axes) for n in reads):
@@ -297,7 +298,6 @@ class _Lowering:
         for op_id, tail in self.in_place.items():
             self.buffers[op_id] = self.buffers[id(tail)]
         body_parts: list[S.Stmt] = []
-        self._tested: set[int] = set()  # checks already emitted (an inlined op may feed several stages)
         for op in self.stages:
             if id(op) in self.inlined or id(op) in fused_epilogues or id(op) in self.per_iteration:
                 continue
