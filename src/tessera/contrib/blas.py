@@ -24,6 +24,7 @@ from ..codegen.c_source import CodeGenC
 from ..relay.dataflow_pattern import Match, Pattern, is_op, wildcard
 from ..relay.expr import Call
 from ..relay.pattern_table import PatternEntry
+from ..target import simd
 from ..target.builtin import c_toolchain
 from ..target.hooks import RELAY_TO_TIR, TIR_TO_RUNTIME
 from ..target.kind import TargetKind
@@ -35,8 +36,7 @@ KIND = "blas"
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values (cblas.h), printed by name in C
 CBLAS_ENUMS = {ROW_MAJOR: "CblasRowMajor", NO_TRANS: "CblasNoTrans", TRANS: "CblasTrans"}
 ENUM_ARGS = {"cblas_sgemm": 3, "cblas_sgemv": 2}  # leading arguments that are CBLAS enums
-# Output rows of a convolution unfolded at a time: the im2col block stays in cache.
-IM2COL_BLOCK_BYTES = 1 << 20
+IM2COL_BLOCK_BYTES = 1 << 20  # output rows of a convolution unfolded at a time: the block stays in cache
 
 
 # ------------------------------------------------------------------ patterns
@@ -106,27 +106,29 @@ def _conv(m: Match, args: list[te.Tensor]) -> te.Tensor:
 
 
 def _im2col(data: te.Tensor, conv: Call, b: E.Var, g: E.Var, first: E.PrimExpr, rows: int) -> list[te.Tensor]:
-    """Stages unfolding output rows [first, first + rows) of group g of image b, the last one im2col; with
-    padding, the block's input window is padded first, so that unfolding copies without tests."""
+    """Stages unfolding output rows [first, first + rows) of group g of image b, the last one im2col. Loops
+    split at the padding copy without tests; a strided conv with several taps gathers them from a copy of
+    the block's input window, in cache. Rows past the output repeat its last."""
     a, (h, w), (oh, ow) = conv.attrs, data.shape[2:], conv.checked_type.shape[2:]
     icpg, kh, kw = conv.args[1].checked_type.shape[1:]
     (sh, sw), (dh, dw), (pt, pl) = a.strides, a.dilation, a.padding[:2]
 
     def window(ci, wy, wx):  # the block's input window, padding included
-        y = first * sh + wy if oh % rows == 0 else E.minimum(first * sh + wy, (oh - 1) * sh + (kh - 1) * dh)
+        y = E.minimum(first * sh + wy, (oh - 1) * sh + (kh - 1) * dh) if oh % rows else first * sh + wy
         y, x = y - pt, wx - pl
         inside = E.logical_and(E.logical_and(E.ge(y, 0), E.lt(y, h)), E.logical_and(E.ge(x, 0), E.lt(x, w)))
         value = data[b, g * icpg + ci, y, x]
         return E.select(inside, value, 0.0, guarded=True) if any(a.padding) else value
 
-    padded = []
-    if any(a.padding):
+    stages = []
+    if max(sh, sw) > 1 and kh * kw > 1:
         shape = (icpg, (rows - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1)
-        padded = [te.compute(shape, window, "window", materialize=True, axis_names=("ci", "wy", "wx"))]
-    read = padded[0] if padded else window
-    col = te.compute((icpg, kh, kw, rows, ow), lambda ci, ky, kx, r, ox: read(ci, r * sh + ky * dh, ox * sw + kx * dw),
-                     "im2col", materialize=True, axis_names=("ci", "ky", "kx", "r", "ox"))
-    return [*padded, col]
+        stages.append(te.compute(shape, window, "window", materialize=True, split_bounds=True,
+                                 axis_names=("ci", "wy", "wx")))
+    read = stages[0] if stages else window
+    unfold = lambda ci, ky, kx, r, ox: read(ci, r * sh + ky * dh, ox * sw + kx * dw)  # noqa: E731
+    return [*stages, te.compute((icpg, kh, kw, rows, ow), unfold, "im2col", materialize=True, split_bounds=True,
+                                axis_names=("ci", "ky", "kx", "r", "ox"))]
 
 
 def _matmul(m: Match, args: list[te.Tensor]) -> te.Tensor:
@@ -168,9 +170,7 @@ def openblas_core_for_this_cpu() -> str | None:
     """The OpenBLAS kernel family this CPU's flags allow (None: let OpenBLAS decide). OpenBLAS picks
     by CPU model, and on a model newer than itself (Debian 12's 0.3.21 on a model-207 Xeon) falls back
     to generic SSE3 kernels, 3 x slower here than its AVX-512 ones."""
-    from ..target.simd import native_cpu_flags
-
-    flags = native_cpu_flags()
+    flags = simd.native_cpu_flags()
     if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
         return "SkylakeX"
     return "Haswell" if {"avx2", "fma"} <= flags else None

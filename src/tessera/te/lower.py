@@ -41,6 +41,7 @@ from ..tir.buffer import Buffer, Scope
 from ..tir.functor import map_expr, substitute, walk_expr
 from ..tir.simplify import simplify_index
 from .extern import ExternOp, loop_nest
+from .split_bounds import split_innermost
 from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
 
 Stage = ComputeOp | ExternOp
@@ -374,7 +375,14 @@ class _Lowering:
         work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes)) if parallel else 0
         if not isinstance(op.body, Reduce):
             value = self._simplified(op, self.expand(op.body))
-            return _parallel_outer(loop_nest(self._ordered_axes(op), S.BufferStore(buf, value, index)), work)
+            axes = self._ordered_axes(op)
+            if op in self.in_place.values() and op.loop_order is None:
+                axes, buf, index, value = _merge_contiguous_axes(axes, buf, value)
+            store = S.BufferStore(buf, value, index)
+            split = split_innermost(axes[-1].var, axes[-1].extent, store) if op.split_bounds and axes else None
+            if split is not None:
+                return _parallel_outer(loop_nest(axes[:-1], split), work)
+            return _parallel_outer(loop_nest(axes, store), work)
         reduce = op.body
         order = self._ordered_axes(op)
         # a reduction over no axes (a 0-d input) combines its one element with the identity
@@ -466,6 +474,31 @@ class _Lowering:
         index = tuple(a.var for a in producer.axes)
         store = S.BufferStore(self.buffers[id(user)], value, index)
         return loop_nest(inner_spatial, store)
+
+
+def _merge_contiguous_axes(axes: list[IterVar], buf: Buffer, value: E.PrimExpr
+                           ) -> tuple[list[IterVar], Buffer, tuple[E.PrimExpr, ...], E.PrimExpr]:
+    """An elementwise stage's trailing axes merged into one loop where every access walks them
+    contiguously or not at all: an extern's epilogue (bias per channel, ReLU) then runs one long
+    vectorisable loop per channel instead of many short rows."""
+    for m in range(len(axes), 1, -1):
+        tail = [a.var for a in axes[-m:]]
+        extents = tuple(a.extent for a in axes[-m:])
+        merged = IterVar(E.Var("f", "int32"), math.prod(extents), IterKind.SPATIAL)
+
+        def flatten(node: E.PrimExpr) -> E.PrimExpr | None:
+            if (isinstance(node, E.BufferLoad) and node.buffer.shape[-m:] == extents
+                    and len(node.indices) >= m and all(i is v for i, v in zip(node.indices[-m:], tail))):
+                view = node.buffer.view((*node.buffer.shape[:-m], merged.extent))
+                return E.BufferLoad(view, (*node.indices[:-m], merged.var), node.dtype)
+            return None
+
+        merged_value = map_expr(value, flatten)
+        if any(isinstance(n, E.Var) and any(n is v for v in tail) for n in walk_expr(merged_value)):
+            continue  # a trailing axis is used some other way
+        index = (*(a.var for a in axes[:-m]), merged.var)
+        return [*axes[:-m], merged], buf.view((*buf.shape[:-m], merged.extent)), index, merged_value
+    return axes, buf, tuple(a.var for a in axes), value
 
 
 def _is_own_index(indices: tuple[E.PrimExpr, ...], axes: tuple[IterVar, ...]) -> bool:
