@@ -104,5 +104,5 @@ def test_openblas_gets_the_kernels_this_cpus_flags_allow(monkeypatch):
     assert blas.openblas_core_for_this_cpu() is None
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Zen")  # the user's choice stands
     monkeypatch.setattr(simd, "native_cpu_flags", lambda: frozenset({"avx2", "fma"}))
-    blas._choose_openblas_core()
+    blas.blas_toolchain(Target("c"))
     assert os.environ["OPENBLAS_CORETYPE"] == "Zen"

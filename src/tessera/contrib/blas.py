@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import platform
 
 from .. import te
 from ..backend.lower_partition import LowerPartitions, Lowering
@@ -95,9 +96,8 @@ def _conv(m: Match, args: list[te.Tensor]) -> te.Tensor:
         return te.extern(out_shape, [data, weight], lambda ins, out: _sgemm(
             ocpg, oh * ow, k_dim, w_ptr(ins[1]), te.pointer(ins[0], b.var, g.var * icpg, 0, 0),
             te.pointer(out, b.var, g.var * ocpg, 0, 0)), "sgemm", loops=[b, g])
-    blocks = -(-oh // max(1, min(oh, IM2COL_BLOCK_BYTES // (k_dim * ow * 4))))
-    rows = -(-oh // blocks)  # blocks of even height; a shorter last one repeats its last row
-    blk = te.axis(blocks, "blk")
+    rows = max(1, min(oh, IM2COL_BLOCK_BYTES // (k_dim * ow * 4)))  # a shorter last block repeats its last row
+    blk = te.axis(-(-oh // rows), "blk")
     stages = _im2col(data, conv, b.var, g.var, blk.var * rows, rows)
     n_cols = (E.minimum(rows, oh - blk.var * rows) if oh % rows else rows) * ow
     return te.extern(out_shape, [data, weight, stages[-1]], lambda ins, out: _sgemm(
@@ -121,7 +121,7 @@ def _im2col(data: te.Tensor, conv: Call, b: E.Var, g: E.Var, first: E.PrimExpr, 
         return E.select(inside, value, 0.0, guarded=True) if any(a.padding) else value
 
     stages = []
-    if max(sh, sw) > 1 and kh * kw > 1:
+    if max(sh, sw) > 1 and kh * kw > 1 and any(a.padding):
         shape = (icpg, (rows - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1)
         stages.append(te.compute(shape, window, "window", materialize=True, split_bounds=True,
                                  axis_names=("ci", "wy", "wx")))
@@ -176,17 +176,14 @@ def openblas_core_for_this_cpu() -> str | None:
     return "Haswell" if {"avx2", "fma"} <= flags else None
 
 
-def _choose_openblas_core() -> None:
-    """Set OPENBLAS_CORETYPE (read when OpenBLAS loads) unless the user has."""
-    core = openblas_core_for_this_cpu()
-    if core is not None:
-        os.environ.setdefault("OPENBLAS_CORETYPE", core)
-
-
 def blas_toolchain(target: Target):
-    _choose_openblas_core()  # before any library linking OpenBLAS is loaded into this process
+    core = openblas_core_for_this_cpu()
+    if core is not None:  # OPENBLAS_CORETYPE is read when OpenBLAS loads: set it first, unless the user has
+        os.environ.setdefault("OPENBLAS_CORETYPE", core)
     base = c_toolchain(Target("c"))
-    return dataclasses.replace(base, ldflags=(*base.ldflags, "-lopenblas"))
+    # on x86 gcc turns im2col's row copies into `rep movs`, slow to start on rows of a few floats
+    x86 = ("-mmemcpy-strategy=libcall:-1:noalign",) if platform.machine() in ("x86_64", "AMD64") else ()
+    return dataclasses.replace(base, cflags=(*base.cflags, *x86), ldflags=(*base.ldflags, "-lopenblas"))
 
 
 (
