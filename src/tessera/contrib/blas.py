@@ -96,7 +96,9 @@ def _conv(m: Match, args: list[te.Tensor]) -> te.Tensor:
         return te.extern(out_shape, [data, weight], lambda ins, out: _sgemm(
             ocpg, oh * ow, k_dim, w_ptr(ins[1]), te.pointer(ins[0], b.var, g.var * icpg, 0, 0),
             te.pointer(out, b.var, g.var * ocpg, 0, 0)), "sgemm", loops=[b, g])
-    rows = max(1, min(oh, IM2COL_BLOCK_BYTES // (k_dim * ow * 4)))  # a shorter last block repeats its last row
+    most = max(1, min(oh, IM2COL_BLOCK_BYTES // (k_dim * ow * 4)))  # output rows per block, at most
+    even = -(-oh // -(-oh // most))  # blocks of even height, widened to whole 16-column panels of B if they fit
+    rows = next((r for r in range(even, most + 1) if r * ow % 16 == 0), even)
     blk = te.axis(-(-oh // rows), "blk")
     stages = _im2col(data, conv, b.var, g.var, blk.var * rows, rows)
     n_cols = (E.minimum(rows, oh - blk.var * rows) if oh % rows else rows) * ow

@@ -371,12 +371,14 @@ class _Lowering:
             return S.seq()
         buf = self.buffers[id(op)]
         index = tuple(a.var for a in op.axes)
-        # a stage computed per iteration of an extern's loops runs on one thread, like the extern
-        work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes)) if parallel else 0
+        # stages computed per iteration of an extern's loops, or updating its result in place, run on
+        # one thread like the extern (a library call may use threads of its own)
+        epilogue = any(op is tail for tail in self.in_place.values())
+        work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes)) if parallel and not epilogue else 0
         if not isinstance(op.body, Reduce):
             value = self._simplified(op, self.expand(op.body))
             axes = self._ordered_axes(op)
-            if op in self.in_place.values() and op.loop_order is None:
+            if epilogue and op.loop_order is None:
                 axes, buf, index, value = _merge_contiguous_axes(axes, buf, value)
             store = S.BufferStore(buf, value, index)
             split = split_innermost(axes[-1].var, axes[-1].extent, store) if op.split_bounds and axes else None
