@@ -373,14 +373,14 @@ class _Lowering:
         index = tuple(a.var for a in op.axes)
         # stages computed per iteration of an extern's loops, or updating its result in place, run on
         # one thread like the extern (a library call may use threads of its own)
-        epilogue = any(op is tail for tail in self.in_place.values())
-        work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes)) if parallel and not epilogue else 0
+        updates_extern = any(op is tail for tail in self.in_place.values())
+        work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes)) if parallel and not updates_extern else 0
         if not isinstance(op.body, Reduce):
             value = self._simplified(op, self.expand(op.body))
             axes = self._ordered_axes(op)
-            if epilogue and op.loop_order is None:
-                axes, buf, index, value = _merge_contiguous_axes(axes, buf, value)
             store = S.BufferStore(buf, value, index)
+            if updates_extern and op.loop_order is None:
+                axes, store = _merge_contiguous_axes(axes, store)
             split = split_innermost(axes[-1].var, axes[-1].extent, store) if op.split_bounds and axes else None
             if split is not None:
                 return _parallel_outer(loop_nest(axes[:-1], split), work)
@@ -478,8 +478,7 @@ class _Lowering:
         return loop_nest(inner_spatial, store)
 
 
-def _merge_contiguous_axes(axes: list[IterVar], buf: Buffer, value: E.PrimExpr
-                           ) -> tuple[list[IterVar], Buffer, tuple[E.PrimExpr, ...], E.PrimExpr]:
+def _merge_contiguous_axes(axes: list[IterVar], store: S.BufferStore) -> tuple[list[IterVar], S.BufferStore]:
     """An elementwise stage's trailing axes merged into one loop where every access walks them
     contiguously or not at all: an extern's epilogue (bias per channel, ReLU) then runs one long
     vectorisable loop per channel instead of many short rows."""
@@ -495,12 +494,12 @@ def _merge_contiguous_axes(axes: list[IterVar], buf: Buffer, value: E.PrimExpr
                 return E.BufferLoad(view, (*node.indices[:-m], merged.var), node.dtype)
             return None
 
-        merged_value = map_expr(value, flatten)
-        if any(isinstance(n, E.Var) and any(n is v for v in tail) for n in walk_expr(merged_value)):
+        value = map_expr(store.value, flatten)
+        if any(isinstance(n, E.Var) and any(n is v for v in tail) for n in walk_expr(value)):
             continue  # a trailing axis is used some other way
-        index = (*(a.var for a in axes[:-m]), merged.var)
-        return [*axes[:-m], merged], buf.view((*buf.shape[:-m], merged.extent)), index, merged_value
-    return axes, buf, tuple(a.var for a in axes), value
+        buf = store.buffer.view((*store.buffer.shape[:-m], merged.extent))
+        return [*axes[:-m], merged], S.BufferStore(buf, value, (*(a.var for a in axes[:-m]), merged.var))
+    return axes, store
 
 
 def _is_own_index(indices: tuple[E.PrimExpr, ...], axes: tuple[IterVar, ...]) -> bool:

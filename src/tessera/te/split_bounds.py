@@ -56,8 +56,8 @@ def split_innermost(var: E.Var, extent: int, store: S.BufferStore) -> S.Stmt | N
 
     body = S.seq(loop(E.IntImm(0), lo, value.false_value), loop(lo, E.sub(hi, lo), value.true_value),
                  loop(hi, E.sub(E.IntImm(extent), hi), value.false_value))
-    for v, bound in reversed(lets):
-        body = S.LetStmt(v, bound, body)
+    for name, value_of_name in reversed(lets):
+        body = S.LetStmt(name, value_of_name, body)
     if not others:
         return body
     test = others[0]
