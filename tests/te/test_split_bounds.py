@@ -1,4 +1,4 @@
-"""te.compute(split_bounds=True): padded copies without tests in their loops."""
+"""te.compute(split_bounds=True) (te/loop_shapes.py): padded copies without tests in their loops."""
 
 from __future__ import annotations
 

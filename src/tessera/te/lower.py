@@ -41,7 +41,7 @@ from ..tir.buffer import Buffer, Scope
 from ..tir.functor import map_expr, substitute, walk_expr
 from ..tir.simplify import simplify_index
 from .extern import ExternOp, loop_nest
-from .split_bounds import split_innermost
+from .loop_shapes import merge_contiguous_axes, split_innermost
 from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
 
 Stage = ComputeOp | ExternOp
@@ -380,7 +380,7 @@ class _Lowering:
             axes = self._ordered_axes(op)
             store = S.BufferStore(buf, value, index)
             if updates_extern and op.loop_order is None:
-                axes, store = _merge_contiguous_axes(axes, store)
+                axes, store = merge_contiguous_axes(axes, store)
             split = split_innermost(axes[-1].var, axes[-1].extent, store) if op.split_bounds and axes else None
             if split is not None:
                 return _parallel_outer(loop_nest(axes[:-1], split), work)
@@ -476,30 +476,6 @@ class _Lowering:
         index = tuple(a.var for a in producer.axes)
         store = S.BufferStore(self.buffers[id(user)], value, index)
         return loop_nest(inner_spatial, store)
-
-
-def _merge_contiguous_axes(axes: list[IterVar], store: S.BufferStore) -> tuple[list[IterVar], S.BufferStore]:
-    """An elementwise stage's trailing axes merged into one loop where every access walks them
-    contiguously or not at all: an extern's epilogue (bias per channel, ReLU) then runs one long
-    vectorisable loop per channel instead of many short rows."""
-    for m in range(len(axes), 1, -1):
-        tail = [a.var for a in axes[-m:]]
-        extents = tuple(a.extent for a in axes[-m:])
-        merged = IterVar(E.Var("f", "int32"), math.prod(extents), IterKind.SPATIAL)
-
-        def flatten(node: E.PrimExpr) -> E.PrimExpr | None:
-            if (isinstance(node, E.BufferLoad) and node.buffer.shape[-m:] == extents
-                    and len(node.indices) >= m and all(i is v for i, v in zip(node.indices[-m:], tail))):
-                view = node.buffer.view((*node.buffer.shape[:-m], merged.extent))
-                return E.BufferLoad(view, (*node.indices[:-m], merged.var), node.dtype)
-            return None
-
-        value = map_expr(store.value, flatten)
-        if any(isinstance(n, E.Var) and any(n is v for v in tail) for n in walk_expr(value)):
-            continue  # a trailing axis is used some other way
-        buf = store.buffer.view((*store.buffer.shape[:-m], merged.extent))
-        return [*axes[:-m], merged], S.BufferStore(buf, value, (*(a.var for a in axes[:-m]), merged.var))
-    return axes, store
 
 
 def _is_own_index(indices: tuple[E.PrimExpr, ...], axes: tuple[IterVar, ...]) -> bool:

@@ -180,7 +180,7 @@ def compute(
     names short loops (e.g. kernel taps) to unroll fully. `checks` (see
     `check`) guard the operands. `split_bounds`: a value that is a guarded
     select testing bounds on the innermost axis (padding) is stored by
-    loops split where the tests change, without tests (see split_bounds.py).
+    loops split where the tests change, without tests (see loop_shapes.py).
     """
     names = list(axis_names) if axis_names is not None else [f"i{k}" for k in range(len(shape))]
     if len(names) != len(shape):

@@ -1,21 +1,30 @@
-"""Splitting a stage's innermost loop where its bounds tests change value.
+"""Two reshapings of a stage's loop nest that let gcc vectorise it.
 
-A stage that copies padded data (an im2col tile, say) stores
-`select(0 <= x && x < w && <row test>, data[..., x], 0)`, guarded, with `x`
-affine in the innermost loop variable; gcc vectorises that loop only with
-masked loads, about three times slower than a copy. Split at the points
-where the tests on that variable change value, it becomes three loops:
-zeros, a plain copy, zeros; the tests that do not involve the variable are
-made once, around them (failing, the whole row is zeros). A compute asks for this with `split_bounds=True`.
+Splitting at bounds tests (`split_innermost`). A stage that copies padded
+data (an im2col tile, say) stores `select(0 <= x && x < w && <row test>,
+data[..., x], 0)`, guarded, with `x` affine in the innermost loop
+variable; gcc vectorises that loop only with masked loads, about three
+times slower than a copy. Split at the points where the tests on that
+variable change value, it becomes three loops: zeros, a plain copy, zeros;
+the tests that do not involve the variable are made once, around them
+(failing, the whole row is zeros). A compute asks for this with
+`split_bounds=True`.
+
+Merging contiguous axes (`merge_contiguous_axes`). An elementwise stage
+over (n, c, h, w) whose accesses walk (h, w) contiguously, or not at all (a
+bias per channel), runs one loop of h * w per channel instead of h short
+rows; `lower` does this for the stages that update an extern's result.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ..tir import expr as E
 from ..tir import stmt as S
-from ..tir.functor import substitute_stmt, walk_expr
+from ..tir.functor import map_expr, substitute_stmt, walk_expr
+from .tensor import IterKind, IterVar
 
 
 def split_innermost(var: E.Var, extent: int, store: S.BufferStore) -> S.Stmt | None:
@@ -116,3 +125,27 @@ def _clamp(bounds: list[E.PrimExpr], pick: Callable[[E.PrimExpr, E.PrimExpr], E.
     for b in bounds[1:]:
         result = pick(result, b)
     return E.minimum(E.maximum(result, low), high)
+
+
+def merge_contiguous_axes(axes: list[IterVar], store: S.BufferStore) -> tuple[list[IterVar], S.BufferStore]:
+    """An elementwise stage's trailing axes merged into one loop where every access walks them
+    contiguously or not at all: an extern's epilogue (bias per channel, ReLU) then runs one long
+    vectorisable loop per channel instead of many short rows."""
+    for m in range(len(axes), 1, -1):
+        tail = [a.var for a in axes[-m:]]
+        extents = tuple(a.extent for a in axes[-m:])
+        merged = IterVar(E.Var("f", "int32"), math.prod(extents), IterKind.SPATIAL)
+
+        def flatten(node: E.PrimExpr) -> E.PrimExpr | None:
+            if (isinstance(node, E.BufferLoad) and node.buffer.shape[-m:] == extents
+                    and len(node.indices) >= m and all(i is v for i, v in zip(node.indices[-m:], tail))):
+                view = node.buffer.view((*node.buffer.shape[:-m], merged.extent))
+                return E.BufferLoad(view, (*node.indices[:-m], merged.var), node.dtype)
+            return None
+
+        value = map_expr(store.value, flatten)
+        if any(isinstance(n, E.Var) and any(n is v for v in tail) for n in walk_expr(value)):
+            continue  # a trailing axis is used some other way
+        buf = store.buffer.view((*store.buffer.shape[:-m], merged.extent))
+        return [*axes[:-m], merged], S.BufferStore(buf, value, (*(a.var for a in axes[:-m]), merged.var))
+    return axes, store
