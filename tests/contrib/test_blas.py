@@ -45,11 +45,16 @@ def test_conv_becomes_an_sgemm_call_with_visible_scratch():
     stmts = list(S.walk_stmts(kernel.body))
     calls = [e for s in stmts if isinstance(s, S.Evaluate) for e in walk_expr(s.value)
              if isinstance(e, E.Call) and e.func == "cblas_sgemm"]
-    # the im2col scratch, (C*KH*KW) x (OH*OW), became a parameter: planned memory the executor passes
+    # the scratch became parameters, planned memory the executor passes: the strided conv's padded
+    # input window, C x ((OH-1)*S+KH) x ((OW-1)*S+KW), and the im2col block (C*KH*KW) x (OH*OW) taken from it
     scratch = workspace_params(kernel)
-    assert len(calls) == 1 and [b.size for b in scratch] == [27 * 25]
+    assert len(calls) == 1 and [b.size for b in scratch] == [3 * 11 * 11, 27 * 25]
     assert not [s for s in stmts if isinstance(s, S.Allocate)]
-    assert [n.scratch for n in lib.graph_plan.nodes if n.op == "kernel" and "blas" in n.name][0][0][1] == 27 * 25 * 4
+    (node,) = [n for n in lib.graph_plan.nodes if n.op == "kernel" and "blas" in n.name]
+    assert sorted(size for _, size in node.scratch) == [3 * 11 * 11 * 4, 27 * 25 * 4]
+    # im2col copies padding without tests: its loops are split where the bounds tests change
+    assert not [s for s in stmts if isinstance(s, S.BufferStore) and s.buffer.root.name != "out"
+                and any(isinstance(e, E.Select) for e in walk_expr(s.value))]
     source = next(s for s in lib.c_sources.values() if "cblas_sgemm" in s)
     assert "#include <cblas.h>" in source
     assert "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 8, 25, 27" in source
@@ -99,5 +104,5 @@ def test_openblas_gets_the_kernels_this_cpus_flags_allow(monkeypatch):
     assert blas.openblas_core_for_this_cpu() is None
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Zen")  # the user's choice stands
     monkeypatch.setattr(simd, "native_cpu_flags", lambda: frozenset({"avx2", "fma"}))
-    blas._choose_openblas_core()
+    blas.blas_toolchain(Target("c"))
     assert os.environ["OPENBLAS_CORETYPE"] == "Zen"

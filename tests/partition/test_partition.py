@@ -135,3 +135,19 @@ def test_composite_calls_are_offered_by_pattern_name():
         assert comp.attrs.composite == "testcomp.add_relu"
     finally:
         KINDS.remove("testcomp")
+
+
+def test_a_check_gets_the_match_with_typed_nodes_by_pattern_piece(accel):
+    x = relay.Var("x", relay.TensorType((2, 4), "float32"))
+    y = ew.relu(matmul.matmul(x, relay.const(np.ones((4, 3), np.float32))))
+    mm = is_op("nn.matmul")(wildcard(), is_constant())
+    relu = is_op("nn.relu")(mm)
+    seen = []
+
+    def check(m):
+        seen.append((m[mm].checked_type.shape, m[relu].op.name, m.get(is_op("add")(mm, wildcard()))))
+        return m[mm].checked_type.shape[1] > 3  # refuse: 3 columns
+
+    mod = MergeComposite([PatternEntry("testaccel.mm_relu", relu, check)])(_mod((x,), y))
+    assert seen == [((2, 3), "nn.relu", None)]
+    assert not [n for n in post_order(mod.main) if isinstance(n, Function) and n.attrs.composite]

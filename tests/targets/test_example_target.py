@@ -117,7 +117,7 @@ def test_graph_executor_runs_the_kinds_kernel(how, installed, model, tmp_path):
                                                               ["--load", "tessera_example_target"])
     _tessera(["compile", str(onnx_path), "-t", "exaccel", "-o", "m.so", "--emit-c", "c", "-q", *load], path, tmp_path)
     generated = (tmp_path / "c" / "exaccel_0.c").read_text()
-    assert generated.count(f"{KERNEL}(p0, p1, out0, ") == 2  # both matmuls call the package's function
+    assert generated.count(f"{KERNEL}(p0, p1, out, ") == 2  # both matmuls call the package's function
     _tessera(["run", "m.so", "--input", f"x={x_path}", "--output", "y.npz", "-q"], path, tmp_path)
     np.testing.assert_allclose(np.load(tmp_path / "y.npz")["arr_0"], expected, rtol=1e-5, atol=1e-5)
     if how == "--load":

@@ -38,7 +38,9 @@ from .lift_workspace import LiftWorkspaces, SliceInt8Scratch
 from .program_memory import MemoryOptions, with_aliasing
 from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir, split_by_piece, tir_to_runtime
 from .library import GraphExecutorLibrary, compile_graph_library
+from ..runtime.external import ExternalModule
 from ..runtime.module import CSourceModule
+from ..target.hooks import TIR_TO_RUNTIME
 
 if TYPE_CHECKING:  # the AOT flow loads on demand
     from .aot.library import AotLibrary
@@ -131,15 +133,30 @@ class Lowered:
     def host_piece(self) -> str | None:
         return self.config.host_name if self.config is not None else None
 
-    def code_modules(self, mod: IRModule) -> tuple[CSourceModule, list[tuple[str | None, CSourceModule]]]:
-        """The host piece's C module and every other (piece, module), each built by its own target."""
+    def code_modules(self, mod: IRModule, executor: str
+                     ) -> tuple[CSourceModule, list[tuple[str | None, CSourceModule]], list[ExternalModule]]:
+        """The host piece's C module, every other (piece, C module), each built by its own target, and the
+        external modules TIRToRuntime hooks returned (the graph executor calls them; AOT refuses them)."""
         host = self.target.host
-        modules = [(key, piece_runtime(key[0], sub, key[1])) for key, sub in split_by_piece(mod, host).items()]
+        modules, external = [], []
+        for (piece, target), sub in split_by_piece(mod, host).items():
+            module = piece_runtime(piece, sub, target)
+            if isinstance(module, CSourceModule):
+                modules.append(((piece, target), module))
+            elif executor == "aot":
+                raise TesseraError(
+                    f"target kind {target.kind.name!r}: its {TIR_TO_RUNTIME} hook returned "
+                    f"{type(module).__name__}, not C source; the AOT executor calls every kernel from C "
+                    f"({', '.join(sorted(module.function_names()))}). Use the graph executor for it.")
+            else:
+                external.append(module)
         host_key = (self.host_piece, host)
         host_module = next((m for key, m in modules if key == host_key), None)
         if host_module is None:
             host_module = tir_to_runtime(IRModule({}), host)
-        return host_module, [(key[0], m) for key, m in modules if m is not host_module]
+            if not isinstance(host_module, CSourceModule):
+                raise TesseraError(f"host target {host}: its {TIR_TO_RUNTIME} hook must return C source")
+        return host_module, [(key[0], m) for key, m in modules if m is not host_module], external
 
 
 EXECUTORS = ("graph", "aot")
@@ -265,13 +282,15 @@ def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     plan = _GraphBuilder(mod, lowered.memory).build()
     assert plan.program is not None
     mod = with_aliasing(mod, plan.program.steps, plan.program.kernels)  # no `restrict` where memory is shared
-    host_module, others = lowered.code_modules(mod)
+    host_module, others, external = lowered.code_modules(mod, "graph")
     host_module.imports.extend(m for _, m in others)
-    kernels = {gv.name_hint: f for gv, f in mod.items() if isinstance(f, PrimFunc)}
+    run_elsewhere = {name for m in external for name in m.function_names()}  # not in the C segments
+    kernels = {gv.name_hint: f for gv, f in mod.items() if isinstance(f, PrimFunc) and gv.name_hint not in run_elsewhere}
     host_module.sources.append(SourceFile("graph_segments.c", add_segments(plan, kernels)))
     python_seconds = time.perf_counter() - lowered.started
     say(f"compiling {len(host_module.units())} C translation units")
-    lib = compile_graph_library(plan, host_module, mod, python_seconds, lowered.externals, lowered.owned_constants)
+    lib = compile_graph_library(plan, host_module, mod, python_seconds, [*lowered.externals, *external],
+                                lowered.owned_constants)
     lib.partitioned_mod = lowered.partitioned
     return lib
 
@@ -303,7 +322,7 @@ def build_aot(lowered: Lowered, toolchain: Toolchain, mod_name: str, say: Progre
     program = build_program(mod, mod_name, lowered.memory, host.kind.name)
     mod = with_aliasing(mod, program.steps, program.kernels)  # no `restrict` where memory is shared
     say("generating C")
-    host_module, others = lowered.code_modules(mod)
+    host_module, others, _ = lowered.code_modules(mod, "aot")
     modules = [host_module, *(m for _, m in others)]
     # the host folder holds the host piece's kernels and those of library targets (e.g. blas);
     # every other named piece gets a folder of its own

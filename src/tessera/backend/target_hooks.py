@@ -23,6 +23,9 @@ from ..transform.pass_infra import PassContext
 from ..transform.plan_devices import DEVICE_ATTR  # also the PrimFunc attribute naming its piece
 
 TARGET_ATTR = "target"  # PrimFunc attribute: the Target whose code generator builds it
+# What TIRToRuntime returns: C source to compile (any executor), or a module that runs the
+# PrimFuncs itself (graph executor only: the AOT executor calls every kernel from C).
+RuntimeModule = CSourceModule | ExternalModule
 
 
 def call_hook(target: Target, hook: str, fn: Callable[..., Any], args: tuple, expect: type | tuple,
@@ -111,19 +114,27 @@ def split_by_piece(mod: IRModule, host: Target) -> dict[tuple[str | None, Target
     return {k: IRModule(funcs) for k, funcs in groups.items()}
 
 
-def piece_runtime(piece: str | None, mod: IRModule, target: Target) -> CSourceModule:
+def piece_runtime(piece: str | None, mod: IRModule, target: Target) -> RuntimeModule:
     """`tir_to_runtime`, with the piece's name on its source files so pieces never collide."""
     module = tir_to_runtime(mod, target)
-    if piece is not None:
+    if piece is not None and isinstance(module, CSourceModule):
         module.sources = [SourceFile(f"{piece}_{s.name}", s.text, s.cacheable) for s in module.sources]
     return module
 
 
-def tir_to_runtime(mod: IRModule, target: Target) -> CSourceModule:
+def tir_to_runtime(mod: IRModule, target: Target) -> RuntimeModule:
     """The TIRToRuntime hook if the kind has one, else the kind's default codegen."""
     hook = target.kind.tir_to_runtime
     if hook is not None:
-        return call_hook(target, TIR_TO_RUNTIME, hook, (mod, target), CSourceModule, "a runtime module")
+        module = call_hook(target, TIR_TO_RUNTIME, hook, (mod, target), (CSourceModule, ExternalModule),
+                           "a runtime module (CSourceModule or ExternalModule)")
+        if isinstance(module, ExternalModule):
+            missing = sorted(gv.name_hint for gv, f in mod.items()
+                             if isinstance(f, PrimFunc) and gv.name_hint not in module.function_names())
+            if missing:
+                raise TargetError(f"target kind {target.kind.name!r}, hook {TIR_TO_RUNTIME} returned a module "
+                                  f"without functions {missing} (it has {module.function_names()})")
+        return module
     codegen = target.kind.codegen
     if codegen is None:
         raise TargetError(

@@ -4,6 +4,13 @@ A table is an ordered list of `PatternEntry`s; `MergeComposite` wraps each
 match in a composite function named after the entry. The table lives with
 the graph IR (not with the passes) because a `TargetKind` declares one, and
 target kinds sit below the pass layer.
+
+An entry's check receives the `Match` and looks nodes up by the pattern
+objects that matched them, with their types:
+
+    CONV = is_op("nn.conv2d")(wildcard(), wildcard())
+    RELU = is_op("nn.relu")(CONV)
+    PatternEntry("lib.conv_relu", RELU, lambda m: m[CONV].attrs.groups == 1)
 """
 
 from __future__ import annotations
@@ -11,10 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .dataflow_pattern import Pattern
-from .expr import Expr
+from .dataflow_pattern import Match, Pattern
 
-Check = Callable[[Expr], bool]  # receives the composite's body: just the matched calls
+Check = Callable[[Match], bool]  # `m[pattern]` is the (typed) expression a part of the pattern matched
 
 
 @dataclass(frozen=True)

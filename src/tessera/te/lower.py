@@ -18,6 +18,11 @@ Policy, in the order the decisions are made:
    int8) fuses only with a reduction accumulated in a local scalar or
    register tile: it reads the accumulator there, so no buffer of the
    reduction's dtype exists at all.
+5. An extern stage (`te.extern`) reads its inputs from buffers, so none is
+   inlined; the chain of elementwise stages that alone read its result (a
+   bias add, then an activation) is one materialised stage whose buffer the
+   extern writes, updated in place. Its `per_iteration` stages are emitted
+   inside its loops, serially, into one tile-sized buffer each.
 
 A reduction's loops follow its `loop_order`. When reduce axes are innermost
 the value accumulates in a local scalar; when a schedule moves them outward
@@ -39,7 +44,11 @@ from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
 from ..tir.functor import map_expr, substitute, walk_expr
 from ..tir.simplify import simplify_index
+from .extern import ExternOp, loop_nest
+from .loop_shapes import merge_contiguous_axes, split_innermost
 from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
+
+Stage = ComputeOp | ExternOp
 
 # Stages with fewer loop iterations (all axes, reductions included) than this
 # run on one thread: below it, waking the other threads costs more than it saves.
@@ -80,12 +89,12 @@ def _distinct_outputs(outputs: Sequence[Tensor]) -> list[Tensor]:
     return result
 
 
-def _topo_stages(outputs: Sequence[Tensor]) -> list[ComputeOp]:
-    """Compute ops reachable from `outputs`, producers before consumers."""
-    order: list[ComputeOp] = []
+def _topo_stages(outputs: Sequence[Tensor]) -> list[Stage]:
+    """Compute and extern ops reachable from `outputs`, producers before consumers."""
+    order: list[Stage] = []
     state: dict[int, int] = {}  # 1 = on stack, 2 = done
     for out in outputs:
-        stack: list[tuple[ComputeOp, bool]] = [(out.op, False)]  # type: ignore[list-item]
+        stack: list[tuple[Stage, bool]] = [(out.op, False)]  # type: ignore[list-item]
         while stack:
             op, expanded = stack.pop()
             if expanded:
@@ -97,7 +106,7 @@ def _topo_stages(outputs: Sequence[Tensor]) -> list[ComputeOp]:
             state[id(op)] = 1
             stack.append((op, True))
             for t in reversed(op.inputs()):
-                if isinstance(t.op, ComputeOp) and not state.get(id(t.op)):
+                if isinstance(t.op, (ComputeOp, ExternOp)) and not state.get(id(t.op)):
                     stack.append((t.op, False))
     return order
 
@@ -123,17 +132,6 @@ def _combine(r: Reduce, acc: E.PrimExpr, value: E.PrimExpr) -> E.PrimExpr:
     return table[r.combiner](acc, value)
 
 
-def _loop_nest(axes: Sequence[IterVar], body: S.Stmt, unroll: Sequence[str] = ()) -> S.Stmt:
-    """Loops over `axes` (outermost first); extent-1 loops are dropped, `unroll`ed ones marked."""
-    for axis in reversed(axes):
-        if axis.extent == 1:
-            body = _bind_zero(axis.var, body)
-        else:
-            kind = S.ForKind.UNROLLED if axis.name in unroll else S.ForKind.SERIAL
-            body = S.For(axis.var, E.IntImm(axis.extent), body, kind)
-    return body
-
-
 def _parallel_outer(nest: S.Stmt, work: int) -> S.Stmt:
     """`nest` with its outermost loop (two loops when it is short) run by all threads.
 
@@ -147,12 +145,6 @@ def _parallel_outer(nest: S.Stmt, work: int) -> S.Stmt:
     if isinstance(body, S.For) and E.is_const(nest.extent) and nest.extent.value < PARALLEL_MIN_EXTENT:
         body = S.For(body.loop_var, body.extent, body.body, S.ForKind.PARALLEL)
     return S.For(nest.loop_var, nest.extent, body, S.ForKind.PARALLEL)
-
-
-def _bind_zero(var: E.Var, body: S.Stmt) -> S.Stmt:
-    from ..tir.functor import substitute_stmt
-
-    return substitute_stmt(body, {var: E.IntImm(0)})
 
 
 class _Lowering:
@@ -170,16 +162,27 @@ class _Lowering:
             buf = Buffer(f"out{k}" if len(outputs) > 1 else "out", t.shape, t.dtype)
             self.buffers[id(t.op)] = buf
             self.params_out.append(buf)
-        self.consumers: dict[int, list[ComputeOp]] = {}
+        self.consumers: dict[int, list[Stage]] = {}
         for op in self.stages:
             for t in op.inputs():
                 self.consumers.setdefault(id(t.op), []).append(op)
+        externs = [op for op in self.stages if isinstance(op, ExternOp)]
+        self.per_iteration = {id(t.op) for op in externs for t in op.per_iteration}
+        self.in_place: dict[int, ComputeOp] = {}  # extern op id -> the stage whose buffer it writes
+        for op in externs:
+            tail = self._in_place_tail(op, output_ops)
+            if tail is not None:
+                self.in_place[id(op)] = tail
+        kept = {id(t.op) for op in externs for t in op.inputs()} | {id(t) for t in self.in_place.values()}
+        kept |= self.per_iteration
         self.inlined = {
             id(op)
             for op in self.stages
-            if id(op) not in output_ops and not isinstance(op.body, Reduce) and not op.materialize
+            if isinstance(op, ComputeOp) and id(op) not in output_ops and not isinstance(op.body, Reduce)
+            and not op.materialize and id(op) not in kept
         }
         self._expanded: dict[int, E.PrimExpr] = {}
+        self._tested: set[int] = set()  # checks already emitted (an inlined op may feed several stages)
         self.epilogue_of: dict[int, ComputeOp] = {}  # reduction op id -> fused output stage
         # reduction op id -> stand-in buffer its dtype-changing epilogue reads (never allocated)
         self.converted: dict[int, Buffer] = {}
@@ -211,6 +214,29 @@ class _Lowering:
         return self._expanded[id(op)]
 
     # -------------------------------------------------------------- planning
+    def _in_place_tail(self, op: ExternOp, output_ops: set[int]) -> ComputeOp | None:
+        """The last of the elementwise stages that alone read `op`'s result, each the previous one
+        at its own index (e.g. add, then relu): it takes over `op`'s buffer."""
+        if id(op) in output_ops:
+            return None  # it writes its own output
+        tail: Stage = op
+        taken = {id(t) for t in self.in_place.values()}
+        while True:
+            users = self.consumers.get(id(tail), [])
+            if len(users) != 1 or not isinstance(users[0], ComputeOp):
+                break
+            user = users[0]
+            if (isinstance(user.body, Reduce) or user.checks or user.shape != op.shape
+                    or user.dtype != op.dtype or id(user) in taken or id(user) in self.per_iteration):
+                break
+            reads = [n for n in walk_expr(user.body) if isinstance(n, E.ProducerLoad) and n.producer.op is tail]  # type: ignore[attr-defined]
+            if not all(_is_own_index(n.indices, user.axes) for n in reads):
+                break
+            tail = user
+            if id(user) in output_ops or user.materialize:
+                break  # a stage with a buffer of its own ends the chain
+        return tail if isinstance(tail, ComputeOp) else None
+
     @staticmethod
     def _simplified(op: ComputeOp, value: E.PrimExpr) -> E.PrimExpr:
         """Cancel index divisions that the stage's loop extents make exact."""
@@ -236,13 +262,13 @@ class _Lowering:
     def _plan_epilogues(self, output_ops: set[int]) -> None:
         by_id = {id(op): op for op in self.stages}
         for op in self.stages:
-            if not isinstance(op.body, Reduce) or id(op) in output_ops:
+            if not isinstance(op, ComputeOp) or not isinstance(op.body, Reduce) or id(op) in output_ops:
                 continue
             readers = self._readers(op)
             if len(readers) != 1:
                 continue
             user = by_id[next(iter(readers))]
-            if id(user) not in output_ops or user.shape != op.shape:
+            if not isinstance(user, ComputeOp) or id(user) not in output_ops or user.shape != op.shape:
                 continue
             if user.dtype != op.dtype and not self._accumulates_locally(op):
                 continue
@@ -275,28 +301,49 @@ class _Lowering:
         allocs: list[Buffer] = []
         fused_epilogues = {id(u) for u in self.epilogue_of.values()}
         for op in self.stages:
-            if id(op) in self.inlined or id(op) in self.buffers:
+            if id(op) in self.inlined or id(op) in self.buffers or id(op) in self.in_place:
                 continue
             buf = Buffer(f"{op.name}_buf", op.shape, op.dtype)
             self.buffers[id(op)] = buf
             allocs.append(buf)
+        for op_id, tail in self.in_place.items():
+            self.buffers[op_id] = self.buffers[id(tail)]
         body_parts: list[S.Stmt] = []
-        tested: set[int] = set()  # checks already emitted (an inlined op may feed several stages)
         for op in self.stages:
-            if id(op) in self.inlined or id(op) in fused_epilogues:
+            if id(op) in self.inlined or id(op) in fused_epilogues or id(op) in self.per_iteration:
                 continue
-            epilogue = self.epilogue_of.get(id(op))
-            for carrier in (op,) if epilogue is None else (op, epilogue):
-                for check in self._carried_checks(carrier):
-                    if id(check) not in tested:
-                        tested.add(id(check))
-                        body_parts.append(self._emit_check(check))
+            if isinstance(op, ExternOp):
+                body_parts.append(self._emit_extern(op))
+                continue
+            body_parts.extend(self._checks_before(op))
             body_parts.append(self._emit_stage(op))
         body = S.seq(*body_parts)
         for buf in reversed(allocs):
             body = S.Allocate(buf, body)
         return S.PrimFunc(self.name, tuple(self.params_in + self.params_out), body,
                           len(self.params_in), attrs or {})
+
+    def _checks_before(self, op: ComputeOp) -> list[S.Stmt]:
+        """The checks to test before `op` (and its fused epilogue) runs that no earlier stage tested."""
+        epilogue = self.epilogue_of.get(id(op))
+        found = []
+        for carrier in (op,) if epilogue is None else (op, epilogue):
+            for check in self._carried_checks(carrier):
+                if id(check) not in self._tested:
+                    self._tested.add(id(check))
+                    found.append(self._emit_check(check))
+        return found
+
+    def _emit_extern(self, op: ExternOp) -> S.Stmt:
+        """The extern's body in its loops, after the stages it computes per iteration."""
+        staged: list[S.Stmt] = []
+        mine = {id(t.op) for t in op.per_iteration}
+        for stage in self.stages:
+            if id(stage) in mine:  # producers first
+                assert isinstance(stage, ComputeOp)
+                staged += [*self._checks_before(stage), self._emit_stage(stage, parallel=False)]
+        ins = tuple(self.buffers[id(t.op)] for t in op.input_tensors)
+        return loop_nest(op.loops, S.seq(*staged, op.body(ins, self.buffers[id(op)])))
 
     def _carried_checks(self, op: ComputeOp) -> list[Check]:
         """Checks of `op` and of the inlined stages its expansion pulls in, producers' first."""
@@ -319,7 +366,7 @@ class _Lowering:
         """Serial loops over the check's points; the first that fails returns its status."""
         cond = simplify_index(self.expand(check.cond), {a.var: a.extent for a in check.axes})
         fail = S.IfThenElse(E.logical_not(cond), S.Return(E.IntImm(check.status)))
-        return _loop_nest(check.axes, fail)
+        return loop_nest(check.axes, fail)
 
     def _ordered_axes(self, op: ComputeOp) -> list[IterVar]:
         axes = list(op.axes) + list(op.reduce_axes)
@@ -328,16 +375,26 @@ class _Lowering:
         by_name = {a.name: a for a in axes}
         return [by_name[n] for n in op.loop_order]
 
-    def _emit_stage(self, op: ComputeOp) -> S.Stmt:
+    def _emit_stage(self, op: ComputeOp, parallel: bool = True) -> S.Stmt:
         if any(a.extent == 0 for a in op.axes):
             # a zero-size result: nothing to write, and its index arithmetic may divide by a 0 extent
             return S.seq()
         buf = self.buffers[id(op)]
         index = tuple(a.var for a in op.axes)
-        work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes))
+        # stages computed per iteration of an extern's loops, or updating its result in place, run on
+        # one thread like the extern (a library call may use threads of its own)
+        updates_extern = any(op is tail for tail in self.in_place.values())
+        work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes)) if parallel and not updates_extern else 0
         if not isinstance(op.body, Reduce):
             value = self._simplified(op, self.expand(op.body))
-            return _parallel_outer(_loop_nest(self._ordered_axes(op), S.BufferStore(buf, value, index)), work)
+            axes = self._ordered_axes(op)
+            store = S.BufferStore(buf, value, index)
+            if updates_extern and op.loop_order is None:
+                axes, store = merge_contiguous_axes(axes, store)
+            split = split_innermost(axes[-1].var, axes[-1].extent, store) if op.split_bounds and axes else None
+            if split is not None:
+                return _parallel_outer(loop_nest(axes[:-1], split), work)
+            return _parallel_outer(loop_nest(axes, store), work)
         reduce = op.body
         order = self._ordered_axes(op)
         # a reduction over no axes (a 0-d input) combines its one element with the identity
@@ -352,14 +409,14 @@ class _Lowering:
         elif op.register_tile and math.prod(a.extent for a in inner_spatial) <= LOCAL_TILE_ELEMENTS:
             core = self._accumulate_tile(op, reduce, source, inner, inner_spatial, buf, index)
         else:
-            init = _loop_nest(inner_spatial, S.BufferStore(buf, _init_value(reduce), index))
+            init = loop_nest(inner_spatial, S.BufferStore(buf, _init_value(reduce), index))
             acc = E.BufferLoad(buf, index, buf.dtype)
-            update = _loop_nest(inner, S.BufferStore(buf, _combine(reduce, acc, source), index))
+            update = loop_nest(inner, S.BufferStore(buf, _combine(reduce, acc, source), index))
             core = S.seq(init, update)
         epilogue = self.epilogue_of.get(id(op))
         if epilogue is not None and id(op) not in self.converted:
             core = S.seq(core, self._emit_epilogue(epilogue, op, inner_spatial))
-        return _parallel_outer(_loop_nest(outer, core), work)
+        return _parallel_outer(loop_nest(outer, core), work)
 
     def _accumulate_locally(
         self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr,
@@ -370,7 +427,7 @@ class _Lowering:
             return self._arg_reduce(op, reduce, source, inner, buf, index)
         acc_buf = Buffer(f"{op.name}_acc", (1,), reduce.source.dtype, Scope.LOCAL)
         acc = E.BufferLoad(acc_buf, zero, acc_buf.dtype)
-        update = _loop_nest(inner, S.BufferStore(acc_buf, _combine(reduce, acc, source), zero))
+        update = loop_nest(inner, S.BufferStore(acc_buf, _combine(reduce, acc, source), zero))
         body = S.seq(
             S.BufferStore(acc_buf, _init_value(reduce), zero),
             update,
@@ -389,9 +446,9 @@ class _Lowering:
         at = tuple(a.var for a in inner_spatial)
         acc = E.BufferLoad(tile, at, tile.dtype)
         return S.Allocate(tile, S.seq(
-            _loop_nest(inner_spatial, S.BufferStore(tile, _init_value(reduce), at)),
-            _loop_nest(inner, S.BufferStore(tile, _combine(reduce, acc, source), at), op.unroll),
-            _loop_nest(inner_spatial, self._store_result(op, acc, buf, index)),
+            loop_nest(inner_spatial, S.BufferStore(tile, _init_value(reduce), at)),
+            loop_nest(inner, S.BufferStore(tile, _combine(reduce, acc, source), at), op.unroll),
+            loop_nest(inner_spatial, self._store_result(op, acc, buf, index)),
         ))
 
     def _arg_reduce(
@@ -417,7 +474,7 @@ class _Lowering:
         body = S.seq(
             S.BufferStore(pos_buf, E.const(0, "int64"), zero),
             S.BufferStore(best_buf, source_at_zero(source, k), zero),
-            _loop_nest(inner, update),
+            loop_nest(inner, update),
             S.BufferStore(buf, E.cast(pos, buf.dtype), index),
         )
         return S.Allocate(best_buf, S.Allocate(pos_buf, body))
@@ -449,7 +506,7 @@ class _Lowering:
         value = self._simplified(producer, substitute(self.expand(user.body), mapping))
         index = tuple(a.var for a in producer.axes)
         store = S.BufferStore(self.buffers[id(user)], value, index)
-        return _loop_nest(inner_spatial, store)
+        return loop_nest(inner_spatial, store)
 
 
 def _is_own_index(indices: tuple[E.PrimExpr, ...], axes: tuple[IterVar, ...]) -> bool:

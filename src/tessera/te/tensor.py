@@ -14,9 +14,13 @@ import enum
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import dtype as dt
 from ..tir import expr as E
+
+if TYPE_CHECKING:
+    from .extern import ExternOp
 
 _ids = itertools.count()
 
@@ -87,6 +91,7 @@ class ComputeOp:
     register_tile: bool = False  # accumulate the spatial loops inside the reduction in a local array
     unroll: tuple[str, ...] = ()  # axis names whose loops the C compiler should unroll fully
     checks: tuple[Check, ...] = ()  # conditions on the operands, tested before computing
+    split_bounds: bool = False  # split the innermost loop where a guarded select's bounds tests change
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -116,7 +121,7 @@ class ComputeOp:
 
 @dataclass(frozen=True, eq=False, slots=True)
 class Tensor:
-    op: PlaceholderOp | ComputeOp
+    op: "PlaceholderOp | ComputeOp | ExternOp"
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -164,6 +169,7 @@ def compute(
     register_tile: bool = False,
     unroll: Sequence[str] = (),
     checks: Sequence[Check] = (),
+    split_bounds: bool = False,
 ) -> Tensor:
     """A tensor whose element at index `i` is `fcompute(*i)`.
 
@@ -172,7 +178,9 @@ def compute(
     `loop_order` puts inside the reduce axes form a small tile accumulated in
     a local array (registers) rather than in the output buffer. `unroll`
     names short loops (e.g. kernel taps) to unroll fully. `checks` (see
-    `check`) guard the operands.
+    `check`) guard the operands. `split_bounds`: a value that is a guarded
+    select testing bounds on the innermost axis (padding) is stored by
+    loops split where the tests change, without tests (see loop_shapes.py).
     """
     names = list(axis_names) if axis_names is not None else [f"i{k}" for k in range(len(shape))]
     if len(names) != len(shape):
@@ -190,7 +198,8 @@ def compute(
         }
         if set(order) != known or len(order) != len(known):
             raise ValueError(f"loop_order {order} must list exactly the axes {sorted(known)}")
-    return Tensor(ComputeOp(name, axes, body, order, materialize, register_tile, tuple(unroll), tuple(checks)))
+    return Tensor(ComputeOp(name, axes, body, order, materialize, register_tile, tuple(unroll), tuple(checks),
+                            split_bounds))
 
 
 def check(shape: Sequence[int], fcond: Callable[..., E.ExprLike], status: int, name: str = "c") -> Check:

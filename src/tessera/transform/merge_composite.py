@@ -1,7 +1,10 @@
 """MergeComposite: wrap each match of a pattern table in a composite function.
 
-    table = [("blas.dense", dense_pattern, None), ("blas.conv2d", conv_pattern, check_conv)]
+    table = [PatternEntry("blas.matmul", matmul_pattern), PatternEntry("blas.conv2d", conv_pattern, conv_ok)]
     mod = MergeComposite(table)(mod)
+
+An entry's check gets the `Match` (see relay/pattern_table.py) of a
+candidate, in the graph being rewritten, before anything is built.
 
 A match becomes `Call(Function(params, body, composite=name), inputs)`:
 what wildcards matched becomes parameters; constants the pattern matched
@@ -90,9 +93,9 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
             )
             if not consumers_ok:
                 continue
-            composite = _composite_function(node, inside, inputs, entry.name)
-            if entry.check is not None and not entry.check(composite.body):
+            if entry.check is not None and not entry.check(match):
                 continue
+            composite = _composite_function(node, inside, inputs, entry.name)
             claimed |= {id(e) for e in inside}
             replacements[id(node)] = (composite, inputs)
     if not replacements:

@@ -14,20 +14,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tessera.backend.target_hooks import TARGET_ATTR
+from tessera import te
+from tessera.backend.lower_partition import LowerPartitions, Lowering
 from tessera.codegen.c_host import build_c_module
 from tessera.codegen.c_source import CodeGenC
-from tessera.relay.dataflow_pattern import is_op, wildcard
-from tessera.relay.expr import Call, Expr, Function, Tuple
+from tessera.relay.dataflow_pattern import Match, is_op, wildcard
 from tessera.relay.module import IRModule
 from tessera.relay.pattern_table import PatternEntry
 from tessera.relay.ty import TensorType
-from tessera.relay.visitor import post_order
 from tessera.runtime.module import CSourceModule
 from tessera.target import RELAY_TO_TIR, TIR_TO_RUNTIME, Target, TargetKind, register_tag
-from tessera.tir import expr as E
-from tessera.tir import stmt as S
-from tessera.tir.buffer import Buffer
 
 KIND = "exaccel"
 KERNEL = "exaccel_matmul_f32"
@@ -36,58 +32,30 @@ PROTOTYPE = f"void {KERNEL}(const float *a, const float *b, float *c, int32_t m,
 
 
 # ------------------------------------------------------------ what it takes
-def _float32_2d(composite_body: Expr) -> bool:
+MATMUL = is_op("nn.matmul")(wildcard(), wildcard())
+
+
+def _float32_2d(m: Match) -> bool:
     """The check of a match: both operands and the product are 2-D float32."""
-    assert isinstance(composite_body, Call)
-    types = [a.checked_type_ for a in composite_body.args] + [composite_body.checked_type_]
+    product = m[MATMUL]
+    types = [a.checked_type for a in product.args] + [product.checked_type]
     return all(isinstance(t, TensorType) and t.dtype == "float32" and t.ndim == 2 for t in types)
 
 
-PATTERN_TABLE = [PatternEntry(f"{KIND}.matmul", is_op("nn.matmul")(wildcard(), wildcard()), _float32_2d)]
+MATMUL_ENTRY = PatternEntry(f"{KIND}.matmul", MATMUL, _float32_2d)
+PATTERN_TABLE = [MATMUL_ENTRY]
 
 
 # --------------------------------------------------------------- RelayToTIR
-def _buffer(name: str, expr: Expr) -> Buffer:
-    ty = expr.checked_type_
-    assert isinstance(ty, TensorType)
-    return Buffer(name, ty.shape, ty.dtype)
+def _matmul(m: Match, args: list[te.Tensor]) -> te.Tensor:
+    """The product as one extern stage: the kernel called on the operands' and the result's buffers."""
+    (a, b), (rows, k), n = args, args[0].shape, args[1].shape[1]
+    return te.extern((rows, n), [a, b], lambda ins, out: te.call_extern(
+        KERNEL, te.pointer(ins[0]), te.pointer(ins[1]), te.pointer(out), rows, k, n), name="matmul")
 
 
-def _matmul(a: Buffer, b: Buffer, c: Buffer) -> S.Stmt:
-    (m, k), n = a.shape, b.shape[1]
-    ptrs = [E.BufferPtr(buf, E.IntImm(0)) for buf in (a, b, c)]
-    return S.Evaluate(E.call(KERNEL, [*ptrs, E.IntImm(m), E.IntImm(k), E.IntImm(n)], "void"))
-
-
-def lower_partition(func: Function, symbol: str, target: Target) -> S.PrimFunc:
-    """A partition (calls of `exaccel.matmul` composites) -> a PrimFunc calling the kernel."""
-    params = [_buffer(f"p{k}", p) for k, p in enumerate(func.params)]
-    results = list(func.body.fields) if isinstance(func.body, Tuple) else [func.body]
-    outs = [_buffer(f"out{k}", r) for k, r in enumerate(results)]
-    buffers = {id(e): buf for e, buf in zip([*func.params, *results], [*params, *outs])}
-    scratch: list[Buffer] = []  # products a later product of the same partition reads
-    steps: list[S.Stmt] = []
-    for node in post_order(func.body, into_functions=False):
-        if isinstance(node, Call) and isinstance(node.op, Function):
-            if id(node) not in buffers:
-                buffers[id(node)] = _buffer(f"t{len(scratch)}", node)
-                scratch.append(buffers[id(node)])
-            a, b = (buffers[id(arg)] for arg in node.args)
-            steps.append(_matmul(a, b, buffers[id(node)]))
-    body: S.Stmt = S.seq(*steps)
-    for buf in reversed(scratch):
-        body = S.Allocate(buf, body)  # visible to memory planning like any kernel's scratch
-    return S.PrimFunc(symbol, (*params, *outs), body, len(params), {TARGET_ATTR: target})
-
-
-def relay_to_tir(mod: IRModule) -> IRModule:
-    """Replace every `exaccel` partition by a PrimFunc of the same name."""
-    for gv, func in mod.items():
-        if isinstance(func, Function) and func.attrs.compiler == KIND:
-            target = func.attrs.target
-            assert isinstance(target, Target)
-            mod = mod.with_function(gv, lower_partition(func, gv.name_hint, target))
-    return mod
+# every `exaccel` partition becomes a PrimFunc of the same name, marked for this kind's generator
+relay_to_tir = LowerPartitions(KIND, [Lowering(MATMUL_ENTRY, MATMUL, _matmul)])
 
 
 # ------------------------------------------------------------- TIRToRuntime
