@@ -153,9 +153,10 @@ class Lowered:
         host_key = (self.host_piece, host)
         host_module = next((m for key, m in modules if key == host_key), None)
         if host_module is None:
-            host_module = tir_to_runtime(IRModule({}), host)
-            if not isinstance(host_module, CSourceModule):
+            built = tir_to_runtime(IRModule({}), host)
+            if not isinstance(built, CSourceModule):
                 raise TesseraError(f"host target {host}: its {TIR_TO_RUNTIME} hook must return C source")
+            host_module = built
         return host_module, [(key[0], m) for key, m in modules if m is not host_module], external
 
 

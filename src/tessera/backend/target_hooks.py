@@ -101,6 +101,11 @@ def primfunc_target(func: PrimFunc, default: Target) -> Target:
     return target if isinstance(target, Target) else default
 
 
+def primfunc_piece(func: PrimFunc) -> str | None:
+    """The named piece that runs `func` (None: the host, or an unnamed compilation)."""
+    piece = func.attrs.get(DEVICE_ATTR)
+    return piece if isinstance(piece, str) else None
+
 def split_by_piece(mod: IRModule, host: Target) -> dict[tuple[str | None, Target], IRModule]:
     """PrimFuncs grouped by (named piece or None, target that builds them).
 
@@ -109,7 +114,7 @@ def split_by_piece(mod: IRModule, host: Target) -> dict[tuple[str | None, Target
     groups: dict[tuple[str | None, Target], dict] = {}
     for gv, func in mod.items():
         if isinstance(func, PrimFunc):
-            key = (func.attrs.get(DEVICE_ATTR), primfunc_target(func, host))
+            key = (primfunc_piece(func), primfunc_target(func, host))
             groups.setdefault(key, {})[gv] = func
     return {k: IRModule(funcs) for k, funcs in groups.items()}
 

@@ -22,6 +22,7 @@ from .. import te
 from ..backend.lower_partition import LowerPartitions, Lowering
 from ..codegen.c_host import build_c_module
 from ..codegen.c_source import CodeGenC
+from ..op.nn.conv import ConvAttrs
 from ..relay.dataflow_pattern import Match, Pattern, is_op, wildcard
 from ..relay.expr import Call
 from ..relay.pattern_table import PatternEntry
@@ -59,15 +60,15 @@ def _bias_fits(m: Match, core: Pattern, add: Pattern) -> bool:
 
 
 def _conv_ok(m: Match) -> bool:
-    conv = m[CONV]
-    oc, icpg, kh, kw = conv.args[1].checked_type.shape
-    groups = conv.attrs.groups
+    conv = m.call(CONV)
+    oc, icpg, kh, kw = conv.args[1].tensor_type.shape
+    groups = conv.attrs_as(ConvAttrs).groups
     # a GEMM per group pays only when the groups are wide; depthwise stays on the host
     return (groups == 1 or (oc // groups >= 4 and icpg * kh * kw >= 8)) and _bias_fits(m, CONV, CONV_ADD)
 
 
 def _matmul_ok(m: Match) -> bool:
-    a, b = (x.checked_type for x in m[MATMUL].args)
+    a, b = (x.tensor_type for x in m.call(MATMUL).args)
     return a.ndim >= 2 and b.ndim >= 2 and _bias_fits(m, MATMUL, MATMUL_ADD)
 
 
@@ -86,13 +87,13 @@ def _sgemm(m: int, n: E.ExprLike, k: int, a: E.PrimExpr, b: E.PrimExpr, c: E.Pri
 
 def _conv(m: Match, args: list[te.Tensor]) -> te.Tensor:
     """Per image and group, one sgemm on the input, or one per block of output rows on its im2col."""
-    conv, (data, weight) = m[CONV], args
-    out_shape, groups, (oh, ow) = conv.checked_type.shape, conv.attrs.groups, conv.checked_type.shape[2:]
+    conv, attrs, (data, weight) = m.call(CONV), m.call(CONV).attrs_as(ConvAttrs), args
+    out_shape, groups, (oh, ow) = conv.tensor_type.shape, attrs.groups, conv.tensor_type.shape[2:]
     oc, icpg, kh, kw = weight.shape
     ocpg, k_dim = oc // groups, icpg * kh * kw
     b, g = te.axis(data.shape[0], "b"), te.axis(groups, "g")
     w_ptr = lambda buf: te.pointer(buf, g.var * ocpg, 0, 0, 0)  # noqa: E731
-    if kh == kw == 1 and conv.attrs.strides == (1, 1) and not any(conv.attrs.padding):
+    if kh == kw == 1 and attrs.strides == (1, 1) and not any(attrs.padding):
         return te.extern(out_shape, [data, weight], lambda ins, out: _sgemm(
             ocpg, oh * ow, k_dim, w_ptr(ins[1]), te.pointer(ins[0], b.var, g.var * icpg, 0, 0),
             te.pointer(out, b.var, g.var * ocpg, 0, 0)), "sgemm", loops=[b, g])
@@ -111,8 +112,8 @@ def _im2col(data: te.Tensor, conv: Call, b: E.Var, g: E.Var, first: E.PrimExpr, 
     """Stages unfolding output rows [first, first + rows) of group g of image b, the last one im2col. Loops
     split at the padding copy without tests; a strided conv with several taps gathers them from a copy of
     the block's input window, in cache. Rows past the output repeat its last."""
-    a, (h, w), (oh, ow) = conv.attrs, data.shape[2:], conv.checked_type.shape[2:]
-    icpg, kh, kw = conv.args[1].checked_type.shape[1:]
+    a, (h, w), (oh, ow) = conv.attrs_as(ConvAttrs), data.shape[2:], conv.tensor_type.shape[2:]
+    icpg, kh, kw = conv.args[1].tensor_type.shape[1:]
     (sh, sw), (dh, dw), (pt, pl) = a.strides, a.dilation, a.padding[:2]
 
     def window(ci, wy, wx):  # the block's input window, padding included
@@ -135,7 +136,7 @@ def _im2col(data: te.Tensor, conv: Call, b: E.Var, g: E.Var, first: E.PrimExpr, 
 
 def _matmul(m: Match, args: list[te.Tensor]) -> te.Tensor:
     """One product per batch element (broadcast batch dims read element 0); sgemv for one row."""
-    (lhs, rhs), out_shape = args, m[MATMUL].checked_type.shape
+    (lhs, rhs), out_shape = args, m[MATMUL].tensor_type.shape
     (rows, k), n = lhs.shape[-2:], rhs.shape[-1]
     batch = [te.axis(d, f"b{i}") for i, d in enumerate(out_shape[:-2])]
 

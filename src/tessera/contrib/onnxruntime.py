@@ -20,8 +20,9 @@ import onnx
 from onnx import helper
 
 from ..errors import CompileError
-from ..op.onnx_opaque import opaque
+from ..op.onnx_opaque import OnnxNodeAttrs, opaque
 from ..relay.expr import Call, Constant, Function, Tuple, TupleGetItem, Var
+from ..relay.ty import flatten_tensor_types
 from ..relay.visitor import post_order
 from ..runtime.external import ExternalFunction, ExternalModule, register_external_module
 from ..target.hooks import RELAY_TO_RUNTIME, UPDATE_CONSTANTS
@@ -44,16 +45,18 @@ def _to_onnx(func: Function, symbol: str) -> tuple[onnx.ModelProto, list[str], l
     for k, p in enumerate(func.params):
         names[id(p)] = [f"in{k}"]
         inputs.append(helper.make_tensor_value_info(f"in{k}", helper.np_dtype_to_tensor_dtype(
-            np.dtype(p.checked_type.dtype)), p.checked_type.shape))
+            np.dtype(p.tensor_type.dtype)), p.tensor_type.shape))
     for name, c in _constants(func, symbol):
         names[id(c)] = [name]
-    nodes, opsets = [], {}
+    nodes: list[onnx.NodeProto] = []
+    opsets: dict[str, int] = {}
     for node in post_order(func.body, into_functions=False):
         if id(node) in names or isinstance(node, Var):
             continue
         if isinstance(node, Call) and node.op is opaque:
+            attrs = node.attrs_as(OnnxNodeAttrs)
             proto = onnx.NodeProto()
-            proto.ParseFromString(node.attrs.node)
+            proto.ParseFromString(attrs.node)
             args = iter(names[id(a)][0] for a in node.args)
             new_inputs = [next(args) if name else "" for name in proto.input]
             outs = [f"t{len(nodes)}_{k}" if o else "" for k, o in enumerate(proto.output)]
@@ -63,7 +66,7 @@ def _to_onnx(func: Function, symbol: str) -> tuple[onnx.ModelProto, list[str], l
             proto.name = f"{symbol}_n{len(nodes)}"
             nodes.append(proto)
             names[id(node)] = [o for o in outs if o]
-            opsets.update(dict(node.attrs.opsets))
+            opsets.update(dict(attrs.opsets))
         elif isinstance(node, TupleGetItem):
             names[id(node)] = [names[id(node.tuple_value)][node.index]]
         elif isinstance(node, Tuple):
@@ -72,8 +75,7 @@ def _to_onnx(func: Function, symbol: str) -> tuple[onnx.ModelProto, list[str], l
             kind = getattr(getattr(node, "op", None), "name", type(node).__name__)
             raise CompileError(f"onnxruntime partition {symbol}: cannot express {kind} in ONNX")
     out_names = names[id(func.body)]
-    ret = func.checked_type.ret_type
-    types = ret.fields if hasattr(ret, "fields") else (ret,)
+    types = flatten_tensor_types(func.body.checked_type)  # the function's return type
     outputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype)), t.shape)
                for n, t in zip(out_names, types)]
     graph = helper.make_graph(nodes, symbol, inputs, outputs)
@@ -138,6 +140,8 @@ class OrtModule(ExternalModule):
 
 def relay_to_runtime(func: Function) -> OrtModule:
     symbol = func.attrs.global_symbol
+    if symbol is None:  # PartitionGraph names every partition it makes
+        raise CompileError("onnxruntime: the partition has no global_symbol to export it under")
     model, _, _ = _to_onnx(func, symbol)
     return OrtModule({symbol: model.SerializeToString()})
 

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from ..errors import TesseraError
 from .expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
-from .op import REGISTRY
+from .op import REGISTRY, Op
 from .ty import TensorType
 
 
@@ -91,6 +91,13 @@ class Match:
     def get(self, pattern: Pattern) -> Expr | None:
         return self.bindings.get(id(pattern))
 
+    def call(self, pattern: Pattern) -> Call:
+        """The call `pattern` matched; an error if it matched something else (a pattern table bug)."""
+        expr = self[pattern]
+        if not isinstance(expr, Call):
+            raise TesseraError(f"{type(pattern).__name__} matched a {type(expr).__name__}, expected a Call")
+        return expr
+
 
 def _as_pattern(p: object) -> Pattern:
     if isinstance(p, Pattern):
@@ -133,12 +140,13 @@ class OpPattern(Pattern):
     """Matches an operator by name (the callee of a CallPattern)."""
 
     name: str
+    op: Op = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", REGISTRY.get(self.name))  # unknown names fail here
 
     def _match_node(self, expr: Expr, state: Match) -> bool:
-        return expr is self.op  # type: ignore[attr-defined]
+        return expr is self.op
 
 
 @dataclass(frozen=True, eq=False)

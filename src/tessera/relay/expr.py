@@ -36,6 +36,14 @@ class Expr:
             )
         return self.checked_type_
 
+    @property
+    def tensor_type(self) -> TensorType:
+        """`checked_type`, which must be a tensor's (not a tuple's or a function's)."""
+        ty = self.checked_type
+        if not isinstance(ty, TensorType):
+            raise TypeInferenceError(f"{type(self).__name__} has type {ty}, expected a tensor type")
+        return ty
+
     def with_type(self, ty: Type) -> "Expr":
         return replace(self, checked_type_=ty)
 

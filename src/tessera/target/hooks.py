@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Union
+from typing import TYPE_CHECKING, Final, Protocol, Union
 
 import numpy as np
 
@@ -45,10 +45,11 @@ if TYPE_CHECKING:
     from .target import Target
     from .toolchain import Toolchain
 
-RELAY_TO_TIR = "RelayToTIR"
-TIR_TO_RUNTIME = "TIRToRuntime"
-RELAY_TO_RUNTIME = "RelayToRuntime"
-UPDATE_CONSTANTS = "UpdateConstants"
+# Final, so each constant has its Literal type and selects its `TargetKind.set_attr` overload.
+RELAY_TO_TIR: Final = "RelayToTIR"
+TIR_TO_RUNTIME: Final = "TIRToRuntime"
+RELAY_TO_RUNTIME: Final = "RelayToRuntime"
+UPDATE_CONSTANTS: Final = "UpdateConstants"
 
 ALL_HOOKS = (RELAY_TO_TIR, TIR_TO_RUNTIME, RELAY_TO_RUNTIME, UPDATE_CONSTANTS)
 

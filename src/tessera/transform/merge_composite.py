@@ -24,9 +24,9 @@ from ..relay.dataflow_pattern import (
 from ..relay.expr import Call, Constant, Expr, FuncAttrs, Function, Tuple, TupleGetItem, Var, children
 from ..relay.module import IRModule
 from ..relay.pattern_table import PatternEntry, as_entries
-from ..op.annotation import on_target, on_target_op
+from ..op.annotation import OnTargetAttrs, on_target, on_target_op
 from ..relay.visitor import post_order, rebuild, rewrite, substitute
-from .infer_type import infer_expr
+from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
 _STRUCTURE = (CallPattern, TuplePattern, TupleGetItemPattern)
@@ -35,7 +35,8 @@ _INPUT = (WildcardPattern, VarPattern, ExprPattern)
 
 def _split(match: Match) -> tuple[list[Expr], list[Expr]]:
     """(nodes inside the match, input nodes) in first-seen order."""
-    inside, inputs = [], []
+    inside: list[Expr] = []
+    inputs: list[Expr] = []
     for pattern, expr in match.matched():
         if isinstance(pattern, _STRUCTURE) and isinstance(expr, (Call, Tuple, TupleGetItem)):
             inside.append(expr)
@@ -62,13 +63,13 @@ def _composite_function(root: Expr, inside: list[Expr], inputs: list[Expr], name
             local[id(node)] = Call(node.op, kids, node.attrs)
         elif isinstance(node, Tuple):
             local[id(node)] = Tuple(kids)
-        else:
-            local[id(node)] = TupleGetItem(kids[0], node.index)  # type: ignore[union-attr]
-    return infer_expr(Function(tuple(params), local[id(root)], attrs=FuncAttrs(composite=name)))  # type: ignore[return-value]
+        elif isinstance(node, TupleGetItem):  # _split keeps no other kind of node inside
+            local[id(node)] = TupleGetItem(kids[0], node.index)
+    return infer_function(Function(tuple(params), local[id(root)], attrs=FuncAttrs(composite=name)))
 
 
 def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | None = None) -> Function:
-    func = infer_expr(func, mod)  # type: ignore[assignment]
+    func = infer_function(func, mod)
     nodes = post_order(func.body, into_functions=False)
     uses: dict[int, int] = {id(func.body): 1}
     for n in nodes:
@@ -109,7 +110,7 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
         kids = children(node)
         rebuilt[id(node)] = rebuild(node, tuple(rebuilt.get(id(k), k) for k in kids)) if kids else node
     new = Function(func.params, rebuilt[id(func.body)], func.ret_type, func.attrs)
-    return infer_expr(new, mod)  # type: ignore[return-value]
+    return infer_function(new, mod)
 
 
 class MergeComposite(FunctionPass):
@@ -139,7 +140,7 @@ class InlineComposites(FunctionPass):
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
         if func.attrs.compiler or func.attrs.primitive:
             return func
-        pins = {id(n.args[0]): n.attrs.target for n in post_order(func.body, into_functions=False)
+        pins = {id(n.args[0]): n.attrs_as(OnTargetAttrs).target for n in post_order(func.body, into_functions=False)
                 if isinstance(n, Call) and n.op is on_target_op}
 
         def visit(old: Expr, new: Expr) -> Expr | None:
@@ -155,4 +156,4 @@ class InlineComposites(FunctionPass):
         inlined = rewrite(func.body, visit, into_functions=False)
         if inlined is func.body:
             return func
-        return infer_expr(Function(func.params, inlined, func.ret_type, func.attrs), mod)  # type: ignore[return-value]
+        return infer_function(Function(func.params, inlined, func.ret_type, func.attrs), mod)
