@@ -46,7 +46,7 @@ from ..tir.functor import map_expr, substitute, walk_expr
 from ..tir.simplify import simplify_index
 from .extern import ExternOp, loop_nest
 from .loop_shapes import merge_contiguous_axes, split_innermost
-from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor
+from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor, producer_of
 
 Stage = ComputeOp | ExternOp
 
@@ -94,7 +94,9 @@ def _topo_stages(outputs: Sequence[Tensor]) -> list[Stage]:
     order: list[Stage] = []
     state: dict[int, int] = {}  # 1 = on stack, 2 = done
     for out in outputs:
-        stack: list[tuple[Stage, bool]] = [(out.op, False)]  # type: ignore[list-item]
+        if isinstance(out.op, PlaceholderOp):
+            raise CompileError(f"output {out.name} is a placeholder, not a computed stage")
+        stack: list[tuple[Stage, bool]] = [(out.op, False)]
         while stack:
             op, expanded = stack.pop()
             if expanded:
@@ -195,8 +197,8 @@ class _Lowering:
         def rewrite(node: E.PrimExpr) -> E.PrimExpr | None:
             if not isinstance(node, E.ProducerLoad):
                 return None
-            op = node.producer.op  # type: ignore[attr-defined]
-            if id(op) in self.inlined:
+            op = producer_of(node).op
+            if id(op) in self.inlined and isinstance(op, ComputeOp):  # only computes are inlined
                 body = self._expanded_body(op)
                 return substitute(body, {a.var: i for a, i in zip(op.axes, node.indices)})
             buf = self.buffers.get(id(op))
@@ -229,7 +231,7 @@ class _Lowering:
             if (isinstance(user.body, Reduce) or user.checks or user.shape != op.shape
                     or user.dtype != op.dtype or id(user) in taken or id(user) in self.per_iteration):
                 break
-            reads = [n for n in walk_expr(user.body) if isinstance(n, E.ProducerLoad) and n.producer.op is tail]  # type: ignore[attr-defined]
+            reads = [n for n in walk_expr(user.body) if isinstance(n, E.ProducerLoad) and producer_of(n).op is tail]
             if not all(_is_own_index(n.indices, user.axes) for n in reads):
                 break
             tail = user
@@ -355,8 +357,8 @@ class _Lowering:
                 return
             seen.add(id(o))
             for t in o.inputs():
-                if id(t.op) in self.inlined:
-                    visit(t.op)  # type: ignore[arg-type]
+                if id(t.op) in self.inlined and isinstance(t.op, ComputeOp):  # only computes are inlined
+                    visit(t.op)
             found.extend(o.checks)
 
         visit(op)

@@ -115,7 +115,7 @@ class ComputeOp:
         for root in roots:
             for node in walk_expr(root):
                 if isinstance(node, E.ProducerLoad) and id(node.producer) not in seen:
-                    seen[id(node.producer)] = node.producer  # type: ignore[assignment]
+                    seen[id(node.producer)] = producer_of(node)
         return list(seen.values())
 
 
@@ -156,6 +156,13 @@ class Tensor:
 def placeholder(shape: Sequence[int], dtype: str, name: str = "input") -> Tensor:
     dt.info(dtype)
     return Tensor(PlaceholderOp(name, tuple(int(s) for s in shape), dtype))
+
+
+def producer_of(load: E.ProducerLoad) -> Tensor:
+    """The tensor `load` reads (TIR types it `object`: TIR may not import TE)."""
+    if not isinstance(load.producer, Tensor):
+        raise TypeError(f"a ProducerLoad reads {type(load.producer).__name__}, expected a te.Tensor")
+    return load.producer
 
 
 def compute(
