@@ -167,8 +167,8 @@ class CallPattern(Pattern):
     def _match_node(self, expr: Expr, state: Match) -> bool:
         if not isinstance(expr, Call) or len(expr.args) != len(self.args):
             return False
-        # the callee may be an Op, not an Expr: patterns compare it by identity only (OpPattern), and it is
-        # bound like a node so a repeated OpPattern still matches; typing `_match` wider would widen `Match`
+        # the callee may be an Op, not an Expr; callee patterns only compare or bind it (OpPattern, wildcard,
+        # CompositePattern after an isinstance). Typing `_match` wider would widen every `Match` look-up.
         if not self.op._match(expr.op, state):  # type: ignore[arg-type]
             return False
         return all(p._match(a, state) for p, a in zip(self.args, expr.args))
