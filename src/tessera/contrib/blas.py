@@ -61,8 +61,7 @@ def _bias_fits(m: Match, core: Pattern, add: Pattern) -> bool:
 
 def _conv_ok(m: Match) -> bool:
     conv = m.call(CONV)
-    oc, icpg, kh, kw = conv.args[1].tensor_type.shape
-    groups = conv.attrs_as(ConvAttrs).groups
+    (oc, icpg, kh, kw), groups = conv.args[1].tensor_type.shape, conv.attrs_as(ConvAttrs).groups
     # a GEMM per group pays only when the groups are wide; depthwise stays on the host
     return (groups == 1 or (oc // groups >= 4 and icpg * kh * kw >= 8)) and _bias_fits(m, CONV, CONV_ADD)
 
