@@ -14,9 +14,12 @@ own), as do stack-local arrays.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..relay.module import IRModule
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
+from ..tir.functor import map_child_stmts
 from ..tir.scratch_slices import slice_int8_scratch
 from ..transform.pass_infra import Pass, PassContext
 
@@ -47,20 +50,8 @@ def _lift(func: S.PrimFunc) -> S.PrimFunc:
                 return visit(s.body, parallel)
             body = visit(s.body, parallel)
             return s if body is s.body else S.Allocate(s.buffer, body)
-        if isinstance(s, S.For):
-            body = visit(s.body, parallel or s.kind is S.ForKind.PARALLEL)
-            return s if body is s.body else S.For(s.loop_var, s.extent, body, s.kind)
-        if isinstance(s, S.SeqStmt):
-            stmts = tuple(visit(x, parallel) for x in s.stmts)
-            return s if all(a is b for a, b in zip(stmts, s.stmts)) else S.SeqStmt(stmts)
-        if isinstance(s, S.IfThenElse):
-            then = visit(s.then_case, parallel)
-            other = None if s.else_case is None else visit(s.else_case, parallel)
-            return s if then is s.then_case and other is s.else_case else S.IfThenElse(s.cond, then, other)
-        if isinstance(s, S.LetStmt):
-            body = visit(s.body, parallel)
-            return s if body is s.body else S.LetStmt(s.var, s.value, body)
-        return s
+        inner_parallel = parallel or (isinstance(s, S.For) and s.kind is S.ForKind.PARALLEL)
+        return map_child_stmts(s, lambda child: visit(child, inner_parallel))
 
     body = visit(func.body, False)
     attrs = dict(func.attrs)
@@ -78,13 +69,7 @@ class LiftWorkspaces(Pass):
     opt_level = 0
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        result = mod
-        for gv, func in mod.items():
-            if isinstance(func, S.PrimFunc):
-                new = lift_workspaces(func)
-                if new is not func:
-                    result = result.with_function(gv, new)
-        return result
+        return _each_primfunc(mod, lift_workspaces)
 
 
 class SliceInt8Scratch(Pass):
@@ -95,10 +80,15 @@ class SliceInt8Scratch(Pass):
     opt_level = 0
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        result = mod
-        for gv, func in mod.items():
-            if isinstance(func, S.PrimFunc):
-                new = slice_int8_scratch(func)
-                if new is not func:
-                    result = result.with_function(gv, new)
-        return result
+        return _each_primfunc(mod, slice_int8_scratch)
+
+
+def _each_primfunc(mod: IRModule, rewrite: Callable[[S.PrimFunc], S.PrimFunc]) -> IRModule:
+    """`mod` with `rewrite` applied to every PrimFunc (the module itself when none changes)."""
+    result = mod
+    for gv, func in mod.items():
+        if isinstance(func, S.PrimFunc):
+            new = rewrite(func)
+            if new is not func:
+                result = result.with_function(gv, new)
+    return result

@@ -88,6 +88,28 @@ def map_stmt_exprs(s: S.Stmt, fn: Callable[[E.PrimExpr], E.PrimExpr]) -> S.Stmt:
     raise TypeError(f"unknown statement {type(s).__name__}")
 
 
+def map_child_stmts(s: S.Stmt, fn: Callable[[S.Stmt], S.Stmt]) -> S.Stmt:
+    """`s` with each statement directly under it replaced by `fn(child)`; `s` itself when every
+    child comes back unchanged (so passes that rewrite little keep their input's objects)."""
+    if isinstance(s, S.For):
+        body = fn(s.body)
+        return s if body is s.body else S.For(s.loop_var, s.extent, body, s.kind)
+    if isinstance(s, S.SeqStmt):
+        stmts = tuple(fn(x) for x in s.stmts)
+        return s if all(a is b for a, b in zip(stmts, s.stmts)) else S.SeqStmt(stmts)
+    if isinstance(s, S.IfThenElse):
+        then = fn(s.then_case)
+        other = None if s.else_case is None else fn(s.else_case)
+        return s if then is s.then_case and other is s.else_case else S.IfThenElse(s.cond, then, other)
+    if isinstance(s, S.Allocate):
+        body = fn(s.body)
+        return s if body is s.body else S.Allocate(s.buffer, body)
+    if isinstance(s, S.LetStmt):
+        body = fn(s.body)
+        return s if body is s.body else S.LetStmt(s.var, s.value, body)
+    return s  # stores, evaluations and returns hold no statements
+
+
 def substitute_stmt(s: S.Stmt, vmap: Mapping[E.Var, E.PrimExpr]) -> S.Stmt:
     return map_stmt_exprs(s, lambda e: substitute(e, vmap))
 

@@ -24,7 +24,7 @@ from .. import dtype as dt
 from . import expr as E
 from . import stmt as S
 from .buffer import Scope
-from .functor import substitute, walk_expr
+from .functor import map_child_stmts, substitute, walk_expr
 from .layout import flat_index
 
 
@@ -44,22 +44,7 @@ def _rewrite(s: S.Stmt, scalars: set[int]) -> S.Stmt:
         dot = _dot_store(s, scalars)
         if dot is not None:
             return dot
-        body = _rewrite(s.body, scalars)
-        return s if body is s.body else S.For(s.loop_var, s.extent, body, s.kind)
-    if isinstance(s, S.SeqStmt):
-        stmts = tuple(_rewrite(x, scalars) for x in s.stmts)
-        return s if all(a is b for a, b in zip(stmts, s.stmts)) else S.SeqStmt(stmts)
-    if isinstance(s, S.IfThenElse):
-        then = _rewrite(s.then_case, scalars)
-        other = None if s.else_case is None else _rewrite(s.else_case, scalars)
-        return s if then is s.then_case and other is s.else_case else S.IfThenElse(s.cond, then, other)
-    if isinstance(s, S.Allocate):
-        body = _rewrite(s.body, scalars)
-        return s if body is s.body else S.Allocate(s.buffer, body)
-    if isinstance(s, S.LetStmt):
-        body = _rewrite(s.body, scalars)
-        return s if body is s.body else S.LetStmt(s.var, s.value, body)
-    return s  # stores, evaluations, returns hold no loops
+    return map_child_stmts(s, lambda child: _rewrite(child, scalars))
 
 
 def _dot_store(loop: S.For, scalars: set[int]) -> S.BufferStore | None:
