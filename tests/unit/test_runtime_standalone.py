@@ -107,6 +107,36 @@ def test_the_compiler_is_still_one_attribute_away():
     assert missing == "module 'tessera' has no attribute 'no_such_name'"
 
 
+def test_first_target_look_ups_from_several_threads_all_find_the_built_in_kinds():
+    """The built-in kinds load on the first registry read; threads racing to it must all see them."""
+    code = textwrap.dedent("""
+        import threading
+        import tessera
+        from tessera.target import Target
+        start, results = threading.Barrier(6), []
+        def look_up(spec):
+            start.wait()
+            try:
+                results.append(str(Target(spec)))
+            except Exception as exc:
+                results.append(f"{type(exc).__name__}: {exc}")
+        specs = ["c", "blas", "onnxruntime", "c -mcpu=cortex-m4", "blas", "c"]
+        threads = [threading.Thread(target=look_up, args=(s,)) for s in specs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(*sorted(results), sep="\\n")
+    """)
+    for _ in range(3):  # a fresh interpreter each time: the race is only on the very first read
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == sorted(
+            ["c", "c", "c -mcpu=cortex-m4", "c -accelerators=blas", "c -accelerators=blas",
+             "c -accelerators=onnxruntime"])
+
+
 def test_an_unknown_kind_after_a_plain_import_lists_the_built_in_kinds():
     code = "import tessera.target as t\ntry:\n    t.Target('cc')\nexcept t.TargetError as exc:\n    print(exc)\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

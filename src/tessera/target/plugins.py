@@ -21,6 +21,7 @@ works right after it.
 from __future__ import annotations
 
 import importlib
+import threading
 from importlib.metadata import EntryPoint, entry_points
 
 from .errors import TargetError
@@ -33,20 +34,25 @@ GROUP = "tessera.targets"
 # (docs/architecture.md), and importing them pulls in the whole compiler.
 BUILTIN_MODULES = ("tessera.codegen.c_target", "tessera.contrib.blas", "tessera.contrib.onnxruntime")
 _builtins_loaded = False
+# Set while this thread imports the built-ins: their own registrations read the registries again.
+# No lock of ours: a second thread's first look-up imports the same modules and Python's per-module
+# import locks make it wait for the first thread's imports (a lock here could deadlock against them).
+_importing = threading.local()
 
 
 def load_builtin_kinds() -> None:
-    """Import the modules that register tessera's own kinds and aliases, once."""
+    """Import the modules that register tessera's own kinds and aliases, once (thread-safe)."""
     global _builtins_loaded
-    if _builtins_loaded:
+    if _builtins_loaded or getattr(_importing, "active", False):
         return
-    _builtins_loaded = True  # first: their registrations read the registries again
+    _importing.active = True
     try:
         for name in BUILTIN_MODULES:
             importlib.import_module(name)
-    except BaseException:
-        _builtins_loaded = False  # the next look-up reports the failure again instead of a missing kind
-        raise
+        _builtins_loaded = True  # only now: a failure is reported again by the next look-up
+    finally:
+        _importing.active = False
+
 
 def _distribution(ep: EntryPoint) -> str:
     dist = ep.dist
