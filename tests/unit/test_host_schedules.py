@@ -80,7 +80,7 @@ def test_every_tile_the_tuner_may_choose_computes_the_same_result():
 
 
 def test_default_tiles_fit_the_image():
-    sched = ScheduleContext(Target("c -mcpu=cortex-m4"))  # no known vector width: TILE_WIDTH positions
+    sched = ScheduleContext(Target("c -march=armv8-a"))  # no known vector width: TILE_WIDTH positions
     big = ConvGeometry((1, 64, 56, 56), (3, 3), (1, 1), (1, 1), 64, 64).scheduled(sched)
     small = ConvGeometry((1, 256, 3, 3), (1, 1), (1, 1), (1, 1), 256, 256).scheduled(sched)
     depthwise = ConvGeometry((1, 32, 24, 24), (3, 3), (1, 1), (1, 1), 1, 1).scheduled(sched)
@@ -157,7 +157,8 @@ def test_c_kernel_calls_run_as_one_segment():
     ("c -march=icelake-server", 16, 32),
     ("c -march=haswell", 8, 16),
     ("c -march=x86-64 -mattr=avx2", 8, 16),
-    ("c -mcpu=cortex-m4", None, 32),
+    ("c -march=armv8-a", None, 32),  # vector width unknown: TILE_WIDTH
+    ("c -mcpu=cortex-m4", None, 16),  # Cortex-M: the tile `tessera tune --board` found
 ])
 def test_register_tiles_follow_the_targets_vector_width(target, lanes, width):
     from tessera.target.simd import float32_lanes

@@ -205,6 +205,18 @@ def test_finding_workloads_runs_no_c_compiler(convnet, monkeypatch):
         assert t.kernel.attrs.primitive and t.choice.default in t.choice.candidates
 
 
+def test_cortex_m_convolutions_default_to_the_tile_the_board_tuner_found(convnet):
+    """16 channels x 16 positions on a Cortex-M (scalar FPU); host tiles follow the vector width."""
+    _, mod, params = convnet
+    m4 = {t.workload.key: dict(t.choice.default) for t in extract_tasks(mod, "c -mcpu=cortex-m4", params)
+          if t.workload.op == "conv2d"}
+    host = {t.workload.key: dict(t.choice.default) for t in extract_tasks(mod, "c -march=x86-64-v4", params)}
+    first, second = m4  # 16 output channels, then 8: the widest channel tile that divides
+    assert (m4[first]["channels"], m4[first]["width"]) == (16, 16)
+    assert (m4[second]["channels"], m4[second]["width"]) == (8, 16)
+    assert host[first]["channels"] == 8 and host[first]["width"] == 32  # two AVX-512 vectors
+
+
 def test_tuner_measures_each_workload_and_logs_a_best_config(tuned, convnet):
     log_path, result, messages = tuned
     _, mod, params = convnet

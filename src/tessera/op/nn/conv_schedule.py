@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from ... import te
 from ...target.simd import float32_lanes
+from ...target.target import Target
 from ...te.lower import LOCAL_TILE_ELEMENTS
 from ...tir import expr as E
 from ..schedule_context import ScheduleContext
@@ -40,6 +41,7 @@ TILE_CHANNELS = (8, 4, 2)  # default output channels per tile: the first that di
 # what the tuner may try instead (see tessera.tune)
 WIDTH_CANDIDATES = (16, 32)  # 8 measured 4-8x slower: gcc then keeps the tile in memory
 CHANNEL_CANDIDATES = (16, 8, 4, 2)
+CORTEX_M_TILE_CHANNELS = (16, 8, 4, 2)  # default output channels per tile on Cortex-M (scalar FPU)
 
 # weight(c, rc, taps) -> the weight of output channel c, input channel rc
 # (within the group) and kernel position `taps`.
@@ -74,7 +76,12 @@ class ConvGeometry:
         in_elems = math.prod(self.in_spatial or self.out_shape[2:]) * self.in_channels_per_group
         weight_elems = self.out_channels_per_group * self.in_channels_per_group * math.prod(self.kernel)
         width = self._default_width(float32_lanes(sched.target))
-        default = {"channels": next((c for c in TILE_CHANNELS if c in channels), 1), "width": width,
+        preferred: tuple[int, ...] = TILE_CHANNELS
+        if _is_cortex_m(sched.target):
+            # measured with `tessera tune --board mps2-an386`: 16 channels x 16 positions won every
+            # float convolution of kws_ds_cnn and ic_resnet8 (the FPU's 32 registers, no vectors)
+            width, preferred = min(WIDTH_CANDIDATES), CORTEX_M_TILE_CHANNELS
+        default = {"channels": next((c for c in preferred if c in channels), 1), "width": width,
                    "positions_outer": int(in_elems > weight_elems)}
         candidates = [{"channels": c, "width": w, "positions_outer": o} for c in channels for w in WIDTH_CANDIDATES
                       for o in ((0, 1) if self.planar() else (default["positions_outer"],))
@@ -139,6 +146,10 @@ class ConvGeometry:
             return rc
         group = E.floordiv(c, self.out_channels_per_group)
         return E.add(E.mul(group, self.in_channels_per_group), rc)
+
+
+def _is_cortex_m(target: Target) -> bool:
+    return str(target.get("mcpu") or "").startswith("cortex-m")
 
 
 def pad_input(data: te.Tensor, begins: tuple[int, ...], ends: tuple[int, ...], value: float,
