@@ -28,7 +28,7 @@ import functools
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer, Scope
-from .functor import map_expr, map_stmt_exprs, substitute, substitute_stmt, walk_expr
+from .functor import map_child_stmts, map_expr, map_stmt_exprs, substitute, substitute_stmt, walk_expr
 
 
 def pair_int8_dots(func: S.PrimFunc) -> S.PrimFunc:
@@ -45,18 +45,9 @@ def _rewrite(s: S.Stmt) -> S.Stmt:
         paired = _paired(s)
         if paired is not None:
             return paired
-        body = _rewrite(s.body)
-        return s if body is s.body else S.For(s.loop_var, s.extent, body, s.kind)
-    if isinstance(s, S.SeqStmt):
-        stmts = tuple(_rewrite(x) for x in s.stmts)
-        return s if all(a is b for a, b in zip(stmts, s.stmts)) else S.SeqStmt(stmts)
-    if isinstance(s, S.Allocate):
-        body = _rewrite(s.body)
-        return s if body is s.body else S.Allocate(s.buffer, body)
-    if isinstance(s, S.LetStmt):
-        body = _rewrite(s.body)
-        return s if body is s.body else S.LetStmt(s.var, s.value, body)
-    return s  # conditionals (checks), stores, evaluations, returns: left alone
+    if isinstance(s, S.IfThenElse):
+        return s  # conditionals (checks) are left alone
+    return map_child_stmts(s, _rewrite)
 
 
 def _paired(loop: S.For) -> S.Stmt | None:
