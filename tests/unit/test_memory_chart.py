@@ -153,3 +153,21 @@ def test_helpers():
 def test_kernel_labels_never_overlap(steps):
     plot = float(min(max(steps * 8, 720), 1600))
     assert label_stride(steps, plot) * plot / steps >= 15
+
+
+def test_the_chart_in_the_docs_has_axes_legend_and_a_labelled_peak():
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    assert "](memory-densenet121.svg)" in (docs / "memory-planning.md").read_text()
+    root = ET.parse(docs / "memory-densenet121.svg").getroot()
+    assert "light_densenet121.onnx" in _text(root.find("s:text[@class='title']", NS))
+    lanes = root.findall(".//s:g[@class='lane']", NS)
+    assert len(lanes) == 1
+    assert len(lanes[0].findall("s:g[@class='y-axis']/s:g[@class='tick']", NS)) >= 3
+    assert [t.get("data-step") for t in lanes[0].findall("s:g[@class='x-axis']/s:g[@class='tick']", NS)][:3] == \
+        ["0", "5", "10"]
+    assert len(root.findall(".//s:g[@class='legend-entry']", NS)) == 5
+    peak = lanes[0].find("s:g[@class='peak']", NS)
+    assert _text(peak.find("s:text[@class='peak-label']", NS)).startswith("peak 8.04 MiB alive at step")
+    assert _text(lanes[0].find("s:g[@class='lower-bound']", NS)).startswith("lower bound")
