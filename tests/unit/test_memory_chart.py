@@ -171,3 +171,17 @@ def test_the_chart_in_the_docs_has_axes_legend_and_a_labelled_peak():
     peak = lanes[0].find("s:g[@class='peak']", NS)
     assert _text(peak.find("s:text[@class='peak-label']", NS)).startswith("peak 8.04 MiB alive at step")
     assert _text(lanes[0].find("s:g[@class='lower-bound']", NS)).startswith("lower bound")
+
+
+def test_cli_memory_report_for_the_graph_executor(tmp_path, capsys):
+    from pathlib import Path
+
+    digits = Path(__file__).resolve().parents[2] / "examples" / "digits" / "digits_cnn.onnx"
+    svg = tmp_path / "charts" / "digits.svg"
+    assert cli(["compile", str(digits), "-o", str(tmp_path / "d.so"), "--memory-report", str(svg), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "peak" in out and f"wrote {svg}" in out
+    root = ET.parse(svg).getroot()
+    (lane,) = root.findall(".//s:g[@class='lane']", NS)
+    assert lane.find("s:g[@class='peak']", NS) is not None and lane.find("s:g[@class='lower-bound']", NS) is not None
+    assert "digits_cnn.onnx" in _text(root.find("s:text[@class='title']", NS))
