@@ -148,11 +148,18 @@ def _axes(c: _Canvas, lane: Lane, top: float, stride: int) -> list[str]:
     out.append(f'<text class="axis-title" transform="translate(14,{top + PANEL / 2:.2f}) rotate(-90)" '
                'text-anchor="middle">offset in pool</text></g>')
     out.append('<g class="x-axis">')
+    tps = c.report.ticks_per_step
     for step in range(0, c.report.steps, stride):
-        x = c.step_x(step)
-        out.append(f'<g class="tick" data-step="{step}"><line x1="{x:.2f}" x2="{x:.2f}" y1="{bottom}" '
+        x, start = c.step_x(step), c.x(step * tps)  # the label in the middle, a grid line where the step starts
+        out.append(f'<g class="tick" data-step="{step}"><line x1="{start:.2f}" x2="{start:.2f}" y1="{top}" '
+                   f'y2="{bottom}" stroke="{GRID}"/><line x1="{x:.2f}" x2="{x:.2f}" y1="{bottom}" '
                    f'y2="{bottom + 5}" stroke="{AXIS}"/><text x="{x:.2f}" y="{bottom + 17}" '
                    f'text-anchor="middle">{step}</text></g>')
+    if c.ticks > c.report.steps * tps:  # graph executor: the model outputs stay in the pool after the last step
+        end = c.x(c.report.steps * tps)
+        out.append(f'<g class="run-end"><line x1="{end:.2f}" x2="{end:.2f}" y1="{top}" y2="{bottom}" '
+                   f'stroke="{AXIS}" stroke-dasharray="2 3"/><text x="{end + 3:.2f}" y="{bottom + 17}">'
+                   'after the run</text></g>')
     out.append("</g>")
     return out
 
