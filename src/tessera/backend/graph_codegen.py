@@ -19,6 +19,7 @@ import numpy as np
 
 from ..relay.module import IRModule
 from ..tir.stmt import PrimFunc
+from .lower_te import FUSED_OPS_ATTR
 from .program import Program, Role, Tensor, extract_program
 from .program_memory import MemoryOptions, ProgramMemory, plan_program_memory
 
@@ -33,6 +34,7 @@ class GraphNode:
     func: str | None = None
     num_outputs: int = 1
     scratch: list[tuple[int, int]] = field(default_factory=list)  # (pool offset, bytes) per scratch argument
+    ops: tuple[str, ...] = ()  # a kernel's fused operators (LowerTE's FUSED_OPS_ATTR), for profiles
 
 
 @dataclass
@@ -70,6 +72,7 @@ class GraphPlan:
                     "op": n.op, "name": n.name, "inputs": [list(i) for i in n.inputs],
                     "func": n.func, "num_outputs": n.num_outputs,
                     "scratch": [list(x) for x in n.scratch] or None,
+                    "ops": list(n.ops) or None,
                 }.items() if v is not None}
                 for n in self.nodes
             ],
@@ -117,8 +120,11 @@ class _GraphBuilder:
             add(GraphNode("param", t.name), [t])
             params[t.name] = np.asarray(t.data, order="C")  # keeps 0-d parameters 0-d
         for s in program.steps:
+            kernel = program.kernels.get(s.kernel)
+            ops = kernel.attrs.get(FUSED_OPS_ATTR) if kernel is not None else None
             add(GraphNode("kernel", s.kernel, [refs[id(a)] for a in s.inputs], s.kernel, len(s.outputs),
-                          [(t.offset, t.nbytes) for t in s.scratch]), s.outputs)
+                          [(t.offset, t.nbytes) for t in s.scratch],
+                          tuple(str(o) for o in ops) if isinstance(ops, tuple) else ()), s.outputs)
         outputs = [refs[id(t)] for t in program.results]
         return GraphPlan(nodes, entries, row_ptr, outputs, input_nodes, params, memory.total, memory, program)
 

@@ -34,6 +34,7 @@ from .kernel_flags import kernel_flags
 from .target_hooks import DEVICE_ATTR, TARGET_ATTR
 
 MAX_NAME_OPS = 4
+FUSED_OPS_ATTR = "fused_ops"  # PrimFunc attribute: the operators the kernel computes, in order (for profiles)
 
 Lowered = te.Tensor | tuple["Lowered", ...]  # what a Relay value of the kernel becomes: a tensor, or a tuple
 
@@ -96,9 +97,14 @@ def _flatten(value: Lowered) -> Iterator[te.Tensor]:
         yield value
 
 
+def fused_operators(func: Function) -> tuple[str, ...]:
+    """The operators of a primitive function, in evaluation order (e.g. nn.conv2d, add, nn.relu)."""
+    return tuple(n.op.name for n in post_order(func.body, into_functions=False)
+                 if isinstance(n, Call) and isinstance(n.op, Op))
+
+
 def kernel_name_hint(func: Function) -> str:
-    names = [n.op.name.split(".")[-1] for n in post_order(func.body, into_functions=False)
-             if isinstance(n, Call) and isinstance(n.op, Op)]
+    names = [name.split(".")[-1] for name in fused_operators(func)]
     return "fused_" + "_".join(names[:MAX_NAME_OPS])
 
 
@@ -153,7 +159,8 @@ class LowerTE(Pass):
                     name = f"{base}_{k}"
                     k += 1
                 used_names.add(name)
-                prim = lower_primitive(func, name, schedules[device])
+                prim = lower_primitive(func, name, schedules[device]).with_attrs(
+                    **{FUSED_OPS_ATTR: fused_operators(func)})
                 if device is not None:
                     prim = prim.with_attrs(**{TARGET_ATTR: self.pieces[device], DEVICE_ATTR: device})
                 gv = GlobalVar(name)

@@ -77,6 +77,7 @@ class ProgramMemory:
     file_order_bound: int = 0  # the naive bound: the graph's own order, whole-step lifetimes, no sharing
     inplace: int = 0  # outputs that share their input's buffer, scratch living in outputs
     file_order_same_rules: int = 0  # the graph's own order with the executed order's liveness rules
+    ticks_per_step: int = 1  # buffer lifetimes count ticks: step k is ticks [k * this, (k + 1) * this)
 
     @property
     def total(self) -> int:
@@ -102,6 +103,11 @@ def _kinds(program: Program, host_kind: str) -> dict[int, set[str]]:
         for t in s.args:
             kinds.setdefault(id(t.buffer_owner), set()).add(kind)
     return kinds
+
+
+def ticks_per_step(program: Program) -> int:
+    """Ticks of one step: the most top-level statements of any kernel (see `_buffers`)."""
+    return max([kernel_spans(f)[0] for f in program.kernels.values()] + [1])
 
 
 def share_in_place(program: Program) -> int:
@@ -209,7 +215,7 @@ def plan_program_memory(program: Program, options: MemoryOptions, host_kind: str
         try:
             plans = plan_pools(buffers, pools, access, options.alignment, options.hill_climb_iterations)
         except PoolOverflowError as err:
-            width = max([kernel_spans(f)[0] for f in program.kernels.values()] + [1])
+            width = ticks_per_step(program)
             step = min(err.time // width, len(program.steps) - 1)
             raise PoolOverflowError(f"{err} -- the peak is in step {step}, kernel {program.steps[step].kernel} "
                                     f"(times count each kernel's top-level statements, {width} per step)",
@@ -223,7 +229,8 @@ def plan_program_memory(program: Program, options: MemoryOptions, host_kind: str
     for t in pooled:
         t.pool, t.offset = where.get(t.buffer_owner.name, ("", 0))
     return ProgramMemory(plans, buffers, {t.name: t.buffer_owner.name for t in pooled},
-                         lower_bound(buffers, options.alignment), file_bound, n_inplace, file_same_rules)
+                         lower_bound(buffers, options.alignment), file_bound, n_inplace, file_same_rules,
+                         ticks_per_step(program))
 
 
 def overlapping_params(steps: Sequence[Step], kernels: dict[str, PrimFunc]) -> dict[str, frozenset[int]]:
@@ -270,4 +277,5 @@ def liveness_peak(program: Program, alignment: int = 1) -> int:
 
 
 __all__: Sequence[str] = ("MEMORY_CONFIG", "MemoryOptions", "ProgramMemory", "file_order_bound", "liveness_peak",
-                          "overlapping_params", "plan_program_memory", "share_in_place", "with_aliasing")
+                          "overlapping_params", "plan_program_memory", "share_in_place", "ticks_per_step",
+                          "with_aliasing")

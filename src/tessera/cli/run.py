@@ -8,18 +8,28 @@ import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import TesseraError
-from ..util.atomic import atomic_write_bytes
+from ..util.atomic import atomic_write_bytes, atomic_write_text
 from .artefacts import executor_for_module, module_kind
 from .common import compile_onnx, model_name_for, parse_shapes, print_outputs, progress
 from .flags import add_load_flag, board_name, non_empty, non_negative_int, positive_int, target_string
 from .inputs import InputSpec, complete_inputs, load_inputs
 from .paths import make_parent, readable_file, writable_file
 
+if TYPE_CHECKING:
+    from ..runtime import GraphModule
+
 CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-4
+_NO_PROFILE_BOARD = ("--profile times each kernel of the graph executor; --board runs the aot executor under "
+                     "QEMU, which has no per-kernel times (use --count-instructions for the whole inference, or "
+                     "profile on the host: tessera run model.so --profile)")
+_NO_PROFILE_AOT = ("--profile times each kernel of the graph executor; the aot executor runs as one C program "
+                   "without per-kernel times. Profile a graph-executor build instead: tessera run model.so "
+                   "--profile, or tessera run model.onnx --executor graph --profile")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,6 +65,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="when MODULE is an .onnx file: use the schedules measured by `tessera tune`")
     p.add_argument("--repeat", type=positive_int, default=1,
                    help="graph executor: run this many times, print the median latency (default 1)")
+    p.add_argument("--profile", action="store_true",
+                   help="graph executor: time every kernel and print the slowest, their share and fused operators")
+    p.add_argument("--profile-trace", metavar="FILE.json", type=non_empty,
+                   help="graph executor: write the kernel times as a Chrome trace (chrome://tracing, Perfetto)")
     p.add_argument("--output", metavar="FILE.npz", type=non_empty, help="save the outputs (arr_0, arr_1, ...)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     add_load_flag(p)
@@ -83,6 +97,10 @@ def _check_flags(args: argparse.Namespace, executor: str) -> None:
     if args.repeat != 1 and executor != "graph":
         raise TesseraError(f"--repeat {args.repeat} times the graph executor; the aot executor runs once "
                            "(use --count-instructions with --board to measure it)")
+    if (args.profile or args.profile_trace) and executor != "graph":
+        raise TesseraError(_NO_PROFILE_BOARD if args.board else _NO_PROFILE_AOT)
+    if args.profile_trace:
+        writable_file("--profile-trace", args.profile_trace)
     if args.check and args.compare_onnx is None and module_kind(args.module) == "library":
         raise TesseraError(f"--check: {args.module} holds no ONNX model; pass --compare-onnx MODEL.onnx")
     if args.compare_onnx:
@@ -160,9 +178,26 @@ def _open_graph(args: argparse.Namespace, stack: contextlib.ExitStack) -> Opened
         if args.repeat > 1:
             times = gm.benchmark(args.repeat)
             print(f"latency: median {np.median(times) * 1e3:.3f} ms over {args.repeat} runs")
+        if args.profile or args.profile_trace:
+            _profile(gm, args)
         return outputs
 
     return Opened(specs, execute, reference)
+
+
+def _profile(gm: GraphModule, args: argparse.Namespace) -> None:
+    """--profile and --profile-trace: the kernel times of the inputs just run."""
+    import json
+
+    from ..runtime.kernel_profile import profile_kernels
+
+    profile = profile_kernels(gm, repeat=max(args.repeat, 3))
+    if args.profile:
+        print(profile.table())
+    if args.profile_trace:
+        trace = profile.chrome_trace(Path(args.module).name)
+        atomic_write_text(make_parent(Path(args.profile_trace)), json.dumps(trace, indent=1) + "\n")
+        print(f"wrote {args.profile_trace}")
 
 
 def _open_aot(args: argparse.Namespace, stack: contextlib.ExitStack) -> Opened:

@@ -250,6 +250,10 @@ class GraphModule:
                 samples[k].append(time.perf_counter() - t0)
         return [(name, sorted(s)[len(s) // 2]) for (name, _), s in zip(calls, samples)]
 
+    def kernel_operators(self) -> list[tuple[str, ...]]:
+        """The operators each kernel computes, in `profile`'s order (empty for graphs that do not record them)."""
+        return [tuple(n.get("ops", ())) for n in self._graph["nodes"] if n["op"] == "kernel"]
+
     def benchmark(self, repeat: int = 10, min_seconds: float = 0.0) -> list[float]:
         import time
 

@@ -42,6 +42,7 @@ class NodeJson(TypedDict):
     num_outputs: NotRequired[int]
     inputs: NotRequired[list[list[int]]]  # [node id, output index] per argument
     scratch: NotRequired[list[list[int]]]  # [pool offset, bytes] per scratch argument
+    ops: NotRequired[list[str]]  # the operators a kernel computes (for profiles); absent in older graphs
 
 
 class SegmentJson(TypedDict):
@@ -191,8 +192,12 @@ def _check_node(c: _Checker, raw: object, nid: int, row_ptr: list[int], entries:
                   f"{where}.scratch[{k}]", f"got [{offset}, {size}], expected a range inside the pool")
         ranges.append(checked)
         pooled += size + MAX_ALIGNMENT
-    return (NodeJson(op=op, name=name, func=func, num_outputs=num_outputs, inputs=inputs, scratch=ranges),
-            node_entries, pooled)
+    kernel = NodeJson(op=op, name=name, func=func, num_outputs=num_outputs, inputs=inputs, scratch=ranges)
+    if "ops" in node:
+        ops: list[object] = c.field(node, "ops", list, where)
+        c.require(all(isinstance(o, str) for o in ops), f"{where}.ops", "expected a list of operator names")
+        kernel["ops"] = [str(o) for o in ops]
+    return kernel, node_entries, pooled
 
 
 def _check_entry(c: _Checker, raw: object, k: int, node_where: str, kernel_result: bool,
