@@ -82,3 +82,19 @@ def report(step: Step) -> None:
     """Tell every observer that a step finished (callable from any thread)."""
     for obs in _current():
         obs.step_done(step)
+
+
+class StepLog(ProgressObserver):
+    """Keeps every finished step (e.g. for `tessera compile --timings`)."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self._lock = threading.Lock()
+
+    def step_done(self, step: Step) -> None:
+        with self._lock:
+            self.steps.append(step)
+
+    def of(self, batch: str) -> list[Step]:
+        with self._lock:
+            return [s for s in self.steps if s.batch == batch]
