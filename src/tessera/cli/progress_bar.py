@@ -42,8 +42,8 @@ class TerminalProgress(ProgressObserver):
         with self._lock:
             entry = self._bars.get(batch)
             if entry is None:
-                bar = tqdm(total=total, desc=batch, unit=UNITS.get(batch, "step"), file=self.stream, leave=False, dynamic_ncols=True,
-                           position=len(self._bars))
+                bar = tqdm(total=total, desc=batch, unit=UNITS.get(batch, "step"), file=self.stream, leave=False,
+                           dynamic_ncols=True, position=len(self._bars))
                 self._bars[batch] = _Bar(bar, 1)
             else:
                 entry.bar.total += total
