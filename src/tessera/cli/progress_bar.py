@@ -42,8 +42,9 @@ class TerminalProgress(ProgressObserver):
         with self._lock:
             entry = self._bars.get(batch)
             if entry is None:
+                # every step redraws: steps are compiler or QEMU processes, never too many to draw
                 bar = tqdm(total=total, desc=batch, unit=UNITS.get(batch, "step"), file=self.stream, leave=False,
-                           dynamic_ncols=True, position=len(self._bars))
+                           dynamic_ncols=True, position=len(self._bars), mininterval=0, miniters=1)
                 self._bars[batch] = _Bar(bar, 1)
             else:
                 entry.bar.total += total
