@@ -169,13 +169,15 @@ def test_timings_print_every_pass_and_every_translation_unit(tmp_path, monkeypat
     assert re.fullmatch(r"C compiler, per translation unit \(5 compiled, 0 cached, [\d.]+ s summed over units\):",
                         compiler[0])
     units = {line.split()[0]: line.split()[1:] for line in compiler[1:6]}
-    assert "kernels_0.c" in units and "graph_segments.c" in units
-    assert all(len(v) == 2 and v[1] == "s" and float(v[0]) > 0 for v in units.values())
+    assert units["kernels_0.c"][2:] == ["7", "kernels"]  # gcc compiles a unit's kernels together
+    assert units["graph_segments.c"][2:] == []
+    assert all(v[1] == "s" and float(v[0]) > 0 for v in units.values())
     # again: every unit comes from the object cache
     code, out, _ = _cli(["compile", DIGITS, "-o", tmp_path / "d.so", "-q", "--timings"], capsys)
     _, compiler = _timing_lines(out)
     assert "(0 compiled, 5 cached" in compiler[0]
     assert all(line.split()[1] == "cached" for line in compiler[1:6])
+    assert any(line.split() == ["kernels_0.c", "cached", "7", "kernels"] for line in compiler[1:6])
 
 
 def test_timings_of_an_aot_compile_say_no_compiler_ran(tmp_path, capsys):

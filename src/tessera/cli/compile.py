@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     with observing(seen.steps):
         lib = compile_onnx(args.model, shapes, say, args.target, args.opt_level, args.dump_ir, executor, mod_name,
                            args.tuning_log, seen.instruments)
-    seen.print_results()
+    seen.print_results(lib)
     from ..backend.aot.library import AotLibrary  # (imported by the compile already)
 
     if args.report:

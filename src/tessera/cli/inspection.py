@@ -12,14 +12,19 @@ refused before the compile starts, with the valid names listed.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import TesseraError, did_you_mean
 from ..transform.pass_infra import PassInstrument, PassTimingInstrument
 from ..util.progress import C_COMPILATION, StepLog
 from .flags import non_empty
+
+if TYPE_CHECKING:  # the compiler is imported when the command compiles
+    from ..backend.aot.library import AotLibrary
+    from ..runtime.graph_library import GraphExecutorLibrary
 
 IR_DIR_SUFFIX = ".ir"  # default --print-ir-dir: the output's path plus this
 
@@ -91,7 +96,9 @@ class Inspection:
     def instruments(self) -> list[PassInstrument]:
         return [i for i in (self.dump, self.timing) if i is not None]
 
-    def print_results(self) -> None:
+    def print_results(self, lib: GraphExecutorLibrary | AotLibrary) -> None:
+        """What the flags asked for, once `lib` is compiled."""
+        from ..runtime.graph_library import GraphExecutorLibrary
         from ..transform.ir_dump import IRDumpInstrument
 
         if isinstance(self.dump, IRDumpInstrument):
@@ -100,11 +107,14 @@ class Inspection:
         if self.timing is not None:
             print("pass timings:")
             print(self.timing.summary())
-            print(compiler_timings(self.steps))
+            module = lib.module if isinstance(lib, GraphExecutorLibrary) else None  # (AOT compiles no C)
+            print(compiler_timings(self.steps, module.functions_by_unit() if module is not None else {}))
 
 
-def compiler_timings(log: StepLog) -> str:
-    """The C compiler's time per translation unit, slowest first; cached units last."""
+def compiler_timings(log: StepLog, functions: Mapping[str, Sequence[str]]) -> str:
+    """The C compiler's time per translation unit, slowest first, cached units last; a unit of
+    generated kernels says how many it holds (gcc compiles them together, so that is the finest
+    time there is)."""
     steps = log.of(C_COMPILATION)
     if not steps:
         return "C compiler: not run (the aot executor writes C source, compiled where it is built)"
@@ -113,6 +123,11 @@ def compiler_timings(log: StepLog) -> str:
     width = max(len(s.name) for s in steps)
     lines = [f"C compiler, per translation unit ({len(compiled)} compiled, {len(cached)} cached, "
              f"{sum(s.seconds for s in compiled):.2f} s summed over units):"]
-    lines += [f"  {s.name:<{width}} {s.seconds:>8.3f} s" for s in compiled]
-    lines += [f"  {s.name:<{width}} {'cached':>10}" for s in cached]
+
+    def held(name: str) -> str:
+        count = len(functions.get(name, ()))
+        return f"  {count} kernel{'' if count == 1 else 's'}" if count else ""
+
+    lines += [f"  {s.name:<{width}} {s.seconds:>8.3f} s{held(s.name)}" for s in compiled]
+    lines += [f"  {s.name:<{width}} {'cached':>10}{held(s.name)}" for s in cached]
     return "\n".join(lines)
