@@ -17,9 +17,9 @@ from ..target.target import Target
 from .paths import readable_file
 
 if TYPE_CHECKING:  # the compiler is imported when a subcommand compiles
-    from ..transform.pass_infra import PassInstrument
     from ..backend.aot.library import AotLibrary
     from ..runtime.graph_library import GraphExecutorLibrary
+    from ..transform.pass_infra import PassInstrument
 
 Say = Callable[[str], None]  # prints a progress message
 

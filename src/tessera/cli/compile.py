@@ -94,11 +94,7 @@ def run(args: argparse.Namespace) -> int:
     shapes = parse_shapes(args.input_shape)
     say = progress(args.quiet)
     mod_name = args.mod_name or (model_name_for(args.model) if executor == "aot" else "default")
-    if args.print_ir_after or args.print_ir_before:
-        from ..backend.build_module import pipeline_pass_names
-
-        inspection.check_pass_names(args, pipeline_pass_names(args.target))
-    seen = inspection.Inspection.from_args(args)
+    seen = inspection.Inspection.from_args(args)  # refuses an unknown pass name before the compile
     with observing(seen.steps):
         lib = compile_onnx(args.model, shapes, say, args.target, args.opt_level, args.dump_ir, executor, mod_name,
                            args.tuning_log, seen.instruments)

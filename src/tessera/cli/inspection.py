@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TesseraError, did_you_mean
-from ..transform.pass_infra import PassInstrument, PassTimingInstrument
 from ..util.progress import C_COMPILATION, StepLog
 from .flags import non_empty
 
 if TYPE_CHECKING:  # the compiler is imported when the command compiles
     from ..backend.aot.library import AotLibrary
     from ..runtime.graph_library import GraphExecutorLibrary
+    from ..transform.ir_dump import IRDumpInstrument
+    from ..transform.pass_infra import PassInstrument, PassTimingInstrument
 
 IR_DIR_SUFFIX = ".ir"  # default --print-ir-dir: the output's path plus this
 
@@ -76,21 +77,25 @@ def check_pass_names(args: argparse.Namespace, valid: Sequence[str]) -> None:
 class Inspection:
     """The instruments and step log one `tessera compile` run needs for its flags."""
 
-    args: argparse.Namespace
     timing: PassTimingInstrument | None = None
     steps: StepLog = field(default_factory=StepLog)
-    dump: PassInstrument | None = None
+    dump: IRDumpInstrument | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Inspection":
+        """The instruments for `args`; a pass name the target's pipeline lacks is an error."""
+        from ..backend.build_module import pipeline_pass_names
         from ..transform.ir_dump import ALL_PASSES, IRDumpInstrument
+        from ..transform.pass_infra import PassTimingInstrument
 
+        if args.print_ir_after or args.print_ir_before:
+            check_pass_names(args, pipeline_pass_names(args.target))
         dump = None
         if wants_ir(args):
             dump = IRDumpInstrument(ir_folder(args),
                                     before=ALL_PASSES if args.print_ir_before_all else args.print_ir_before,
                                     after=ALL_PASSES if args.print_ir_after_all else args.print_ir_after)
-        return cls(args, PassTimingInstrument() if args.timings else None, StepLog(), dump)
+        return cls(PassTimingInstrument() if args.timings else None, StepLog(), dump)
 
     @property
     def instruments(self) -> list[PassInstrument]:
@@ -99,9 +104,8 @@ class Inspection:
     def print_results(self, lib: GraphExecutorLibrary | AotLibrary) -> None:
         """What the flags asked for, once `lib` is compiled."""
         from ..runtime.graph_library import GraphExecutorLibrary
-        from ..transform.ir_dump import IRDumpInstrument
 
-        if isinstance(self.dump, IRDumpInstrument):
+        if self.dump is not None:
             count = len(self.dump.written)
             print(f"wrote {count} IR file{'' if count == 1 else 's'} to {self.dump.folder}/")
         if self.timing is not None:
