@@ -104,6 +104,12 @@ def test_an_unknown_pass_name_lists_the_passes_of_the_target(tmp_path, capsys):
     assert code == 0 and (tmp_path / "d.so.ir" / "001-before-LowerPartitions.txt").is_file()
 
 
+def test_print_ir_dir_alone_is_refused(tmp_path, capsys):
+    code, _, err = _cli(["compile", DIGITS, "-o", tmp_path / "d.so", "--print-ir-dir", tmp_path / "ir"], capsys)
+    assert code == 2 and "tessera: error: --print-ir-dir: no IR to write; add --print-ir-after PASS" in err
+    assert not (tmp_path / "d.so").exists()
+
+
 @pytest.mark.parametrize("value", [",", "FuseOps,", ""])
 def test_a_malformed_pass_list_is_an_argparse_error(value, tmp_path, capsys):
     code, _, err = _cli(["compile", DIGITS, "-o", tmp_path / "d.so", "--print-ir-after", value], capsys)

@@ -88,6 +88,9 @@ class Inspection:
         from ..transform.ir_dump import ALL_PASSES, IRDumpInstrument
         from ..transform.pass_infra import PassTimingInstrument
 
+        if args.print_ir_dir and not wants_ir(args):
+            raise TesseraError("--print-ir-dir: no IR to write; add --print-ir-after PASS (or --print-ir-before, "
+                               "--print-ir-after-all, --print-ir-before-all)")
         if args.print_ir_after or args.print_ir_before:
             check_pass_names(args, pipeline_pass_names(args.target))
         dump = None
