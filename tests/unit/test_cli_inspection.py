@@ -104,6 +104,13 @@ def test_an_unknown_pass_name_lists_the_passes_of_the_target(tmp_path, capsys):
     assert code == 0 and (tmp_path / "d.so.ir" / "001-before-LowerPartitions.txt").is_file()
 
 
+def test_a_pass_the_opt_level_turns_off_writes_nothing_and_says_why(tmp_path, capsys):
+    code, out, _ = _cli(["compile", DIGITS, "-o", tmp_path / "d.so", "-q", "--opt-level", "0",
+                         "--print-ir-after", "FoldConstant"], capsys)
+    assert code == 0 and "wrote 0 IR files to" in out and "--opt-level turns some off" in out
+    assert list((tmp_path / "d.so.ir").iterdir()) == []
+
+
 def test_print_ir_dir_alone_is_refused(tmp_path, capsys):
     code, _, err = _cli(["compile", DIGITS, "-o", tmp_path / "d.so", "--print-ir-dir", tmp_path / "ir"], capsys)
     assert code == 2 and "tessera: error: --print-ir-dir: no IR to write; add --print-ir-after PASS" in err

@@ -110,7 +110,8 @@ class Inspection:
 
         if self.dump is not None:
             count = len(self.dump.written)
-            print(f"wrote {count} IR file{'' if count == 1 else 's'} to {self.dump.folder}/")
+            why = " (the passes named did not run: --opt-level turns some off)" if count == 0 else ""
+            print(f"wrote {count} IR file{'' if count == 1 else 's'} to {self.dump.folder}/{why}")
         if self.timing is not None:
             print("pass timings:")
             print(self.timing.summary())
