@@ -23,14 +23,14 @@ from ..transform.dead_code import DeadCodeElimination
 from ..transform.fold_constant import FoldConstant
 from ..transform.fuse_ops import FuseOps
 from ..transform.infer_type import InferType
-from ..transform.pass_infra import PassContext, Sequential
+from ..transform.pass_infra import Pass, PassContext, Sequential
 from ..transform.quantize_to_integer import QuantizeToInteger
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
 from ..op.annotation import HOST
 from ..op.tuning_log import Config, Workload
 from ..transform.annotate_target import RemovePins, check_pins
 from ..transform.merge_composite import InlineComposites
-from ..transform.partition import partition_for
+from ..transform.partition import partition_for, partition_pipeline
 from ..transform.plan_devices import ExpandFunctionPins, PlanDevices
 from .graph_codegen import _GraphBuilder, add_segments
 from .lower_te import LowerTE
@@ -65,13 +65,16 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
     return Function(tuple(keep), body, None, func.attrs)
 
 
-def optimize(mod: IRModule, ctx: PassContext) -> IRModule:
-    seq = Sequential(
+def optimize_pipeline() -> Sequential:
+    return Sequential(
         [InferType(), DeadCodeElimination(), QuantizeToInteger(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
          FoldConstant()],
         name="optimize",
     )
-    return seq(mod, ctx)
+
+
+def optimize(mod: IRModule, ctx: PassContext) -> IRModule:
+    return optimize_pipeline()(mod, ctx)
 
 
 def as_target(target: TargetLike | None) -> Target:
@@ -207,6 +210,26 @@ def lower_to_tir(mod: IRModule | Function, target: Target, params: Optional[Mapp
     t0 = time.perf_counter()
     fused = fuse(mod, target, params, ctx, say, mod_name, config)
     return lower_fused(fused, target, ctx, say, mod_name, config, t0)
+
+
+def pipeline_pass_names(target: TargetLike | CompilationConfig | None) -> tuple[str, ...]:
+    """The names of the passes `build()` runs for `target`, in order: what pass instruments see
+    (a Sequential such as `optimize` under its own name, then its passes). Passes an opt level
+    turns off are listed too."""
+    compile_target, config = resolve_target(target)
+    stages: list[Pass] = [optimize_pipeline(), ExpandFunctionPins()]
+    stages += [partition_pipeline(accel) for accel in compile_target.accelerators]
+    stages += [InlineComposites(), PlanDevices(config) if config is not None else RemovePins(), FuseOps()]
+    hooks = [t.kind.relay_to_tir for t in [*compile_target.accelerators, compile_target.host]]
+    stages += [hook for hook in hooks if isinstance(hook, Pass)]  # (a hook may be a plain function)
+    names = [name for stage in stages for name in _names(stage)]
+    names += [LowerTE.name, SliceInt8Scratch.name, LiftWorkspaces.name]
+    return tuple(dict.fromkeys(names))
+
+
+def _names(p: Pass) -> list[str]:
+    inner = [name for sub in p.passes for name in _names(sub)] if isinstance(p, Sequential) else []
+    return [p.name, *inner]
 
 
 def check_mod_name(mod_name: str) -> str:

@@ -7,6 +7,7 @@
     tessera tune MODEL.onnx -o log.json               measure kernel schedules on this machine
     tessera compile MODEL.onnx --tuning-log log.json -o model.so
     tessera ops | tessera targets [KIND]              what tessera supports
+    tessera --version                                 versions of tessera, Python, numpy and onnx
     tessera compile ... --load my_target_module       import a module that registers target kinds first
 
 Target kinds of installed packages (the `tessera.targets` entry point group)
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from ..errors import TesseraError
 from . import compile as compile_cmd
 from . import info, run as run_cmd, tune as tune_cmd
+from .progress_bar import progress_bars
 
 EXIT_STATUS = ("exit status: 0 on success, 1 when `run --check` finds a mismatch, 2 on an error "
                "(a bad flag or file, or a model tessera cannot compile)")
@@ -33,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="tessera, a deep-learning compiler: ONNX models to C, run on the host or a microcontroller.",
         epilog=EXIT_STATUS,
     )
+    parser.add_argument("--version", action=info.VersionAction,
+                        help="print the versions of tessera, Python, numpy and onnx, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     compile_cmd.add_parser(sub)
@@ -50,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else 2
     try:
         _load_targets(getattr(args, "load", ()))
-        return args.func(args)
+        with progress_bars(getattr(args, "quiet", False)):  # drawn only on a terminal
+            return args.func(args)
     except (TesseraError, OSError) as err:  # OSError: a file that vanished or cannot be written mid-way
         print(f"tessera: error: {err}", file=sys.stderr)
         return 2

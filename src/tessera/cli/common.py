@@ -19,6 +19,7 @@ from .paths import readable_file
 if TYPE_CHECKING:  # the compiler is imported when a subcommand compiles
     from ..backend.aot.library import AotLibrary
     from ..runtime.graph_library import GraphExecutorLibrary
+    from ..transform.pass_infra import PassInstrument
 
 Say = Callable[[str], None]  # prints a progress message
 
@@ -71,19 +72,25 @@ def runs_onnx_nodes(target: Target | CompilationConfig) -> bool:
 @overload
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
                  dump_ir: bool = False, executor: Literal["graph"] = "graph", mod_name: str = "default",
-                 tuning_log: str | None = None) -> GraphExecutorLibrary: ...
+                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = ()) -> GraphExecutorLibrary: ...
 @overload
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
                  dump_ir: bool = False, *, executor: Literal["aot"], mod_name: str = "default",
-                 tuning_log: str | None = None) -> AotLibrary: ...
+                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = ()) -> AotLibrary: ...
 @overload
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
                  dump_ir: bool = False, executor: str = "graph", mod_name: str = "default",
-                 tuning_log: str | None = None) -> GraphExecutorLibrary | AotLibrary: ...
+                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = ()
+                 ) -> GraphExecutorLibrary | AotLibrary: ...
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
                  dump_ir: bool = False, executor: str = "graph", mod_name: str = "default",
-                 tuning_log: str | None = None) -> GraphExecutorLibrary | AotLibrary:
-    """Import and build an ONNX file the way every subcommand does (with a tuning log's schedules, if given)."""
+                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = ()
+                 ) -> GraphExecutorLibrary | AotLibrary:
+    """Import and build an ONNX file the way every subcommand does (with a tuning log's schedules, if given).
+
+    `dump_ir` prints the IR after FuseOps and LowerTE to stderr; `instruments` are added to the build's
+    PassContext (`tessera compile --print-ir-after`, `--timings`).
+    """
     from ..backend.aot.library import AotLibrary
     from ..backend.build_module import build
     from ..frontend import from_onnx
@@ -101,8 +108,8 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target
     tgt = parse_named_targets(target) if is_named_targets(target) else Target(target)
     say(f"importing {path}")
     mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(tgt))
-    instruments = [PrintIRInstrument(["FuseOps", "LowerTE"], sys.stderr)] if dump_ir else []
-    with PassContext(opt_level=opt_level, config=config, instruments=instruments) as ctx:
+    printed = [PrintIRInstrument(["FuseOps", "LowerTE"], sys.stderr)] if dump_ir else []
+    with PassContext(opt_level=opt_level, config=config, instruments=[*printed, *instruments]) as ctx:
         lib = build(mod, target=tgt, params=params, ctx=ctx, progress=say, executor=executor, mod_name=mod_name)
     if isinstance(lib, AotLibrary):
         source = Path(path).read_bytes()

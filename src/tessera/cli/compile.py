@@ -8,6 +8,8 @@ from pathlib import Path
 from ..errors import TesseraError
 from .artefacts import OUTPUT_RULE, TARBALL_SUFFIX, executor_for_output
 from ..util.atomic import atomic_write_text
+from ..util.progress import observing
+from . import inspection
 from .common import compile_onnx, model_name_for, parse_shapes, progress, runs_onnx_nodes
 from .flags import add_load_flag, c_module_name, non_empty, target_string
 from .paths import make_parent, readable_file, writable_file, writable_folder
@@ -45,8 +47,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="print the planned memory (peak, lower bounds, pools) and draw the pools over time")
     p.add_argument("--emit-c", metavar="DIR", type=non_empty,
                    help="also write the generated C sources to DIR (graph; an aot export holds them already)")
-    p.add_argument("--dump-ir", action="store_true", help="print the IR after fusion and lowering to stderr")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    p.add_argument("--dump-ir", action="store_true",
+                   help="print the IR after FuseOps and LowerTE to stderr (kept for scripts; "
+                        "--print-ir-after FuseOps,LowerTE writes the same to files)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages or progress bars")
+    inspection.add_flags(p)
     add_load_flag(p)
     p.set_defaults(func=run)
 
@@ -62,6 +67,8 @@ def _check_paths(args: argparse.Namespace, executor: str) -> None:
         writable_file("--report", args.report)
     if args.memory_report:
         writable_file("--memory-report", args.memory_report)
+    if inspection.wants_ir(args):
+        writable_folder("--print-ir-dir", str(inspection.ir_folder(args)))
     if args.emit_c:
         if executor == "aot":
             raise TesseraError("--emit-c writes the graph executor's C sources; an aot export already holds its "
@@ -87,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
     shapes = parse_shapes(args.input_shape)
     say = progress(args.quiet)
     mod_name = args.mod_name or (model_name_for(args.model) if executor == "aot" else "default")
-    lib = compile_onnx(args.model, shapes, say, args.target, args.opt_level, args.dump_ir, executor, mod_name,
-                       args.tuning_log)
+    seen = inspection.Inspection.from_args(args)  # refuses an unknown pass name before the compile
+    with observing(seen.steps):
+        lib = compile_onnx(args.model, shapes, say, args.target, args.opt_level, args.dump_ir, executor, mod_name,
+                           args.tuning_log, seen.instruments)
+    seen.print_results(lib)
     from ..backend.aot.library import AotLibrary  # (imported by the compile already)
 
     if args.report:

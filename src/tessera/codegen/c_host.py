@@ -34,12 +34,13 @@ def build_c_module(mod: "IRModule", target: "Target", codegen_class: type[CodeGe
     toolchain = target.kind.toolchain(target)
     kernels = primfuncs(mod)
     units = max(1, math.ceil(len(kernels) / KERNELS_PER_UNIT))
-    sources, names = [], []
+    sources, names, by_unit = [], [], {}
     for u in range(units):
         gen = codegen_class()
         for f in kernels[u::units]:
             gen.add_function(f)
         sources.append(SourceFile(f"{prefix}_{u}.c", gen.source()))
         names += gen.function_names
+        by_unit[sources[-1].name] = tuple(gen.function_names)
     runtime = [crt_source(name) for name in toolchain.runtime_sources]
-    return CSourceModule(sources, names, toolchain, extra_sources=runtime)
+    return CSourceModule(sources, names, toolchain, extra_sources=runtime, unit_functions=by_unit)

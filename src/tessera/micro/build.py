@@ -26,6 +26,7 @@ from types import MappingProxyType
 
 from ..errors import CompileError
 from ..target.toolchain import SourceFile, Toolchain
+from ..util.progress import C_COMPILATION, batch
 from .boards import Board, Region, get_board
 from .startup import STACK_MIN, linker_script, startup_c
 from .tools import require_newlib, require_tool
@@ -159,7 +160,8 @@ def build_elf(
     script.write_text(linker_script(b))
     workdir = out / "obj"
     workdir.mkdir(exist_ok=True)
-    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(units)))) as pool:
+    with batch(C_COMPILATION, len(units)), \
+            ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(units)))) as pool:
         objects = list(pool.map(lambda u: u[0].compile_object(u[1], workdir), units))
     elf = out / f"{name}.elf"
     map_file = out / f"{name}.map"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TesseraError
+from ..util.progress import QEMU_RUNS, Step, batch, report
 from .boards import Board, get_board
 from .build import ElfImage
 from .plugin import plugin_path
@@ -125,8 +126,10 @@ def run(
     cmd += list(args)
     start = time.monotonic()
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
-                              check=False, preexec_fn=_no_core_dump)
+        with batch(QEMU_RUNS, 1):  # one run: listeners add it to the runs they count (a tuner starts many)
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+                                  check=False, preexec_fn=_no_core_dump)
+            report(Step(QEMU_RUNS, f"{path.name} on {b.name}", time.monotonic() - start))
     except subprocess.TimeoutExpired as e:
         out = _text(e.stdout)[-2000:]
         raise QemuTimeoutError(

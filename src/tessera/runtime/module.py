@@ -21,6 +21,15 @@ class CSourceModule:
     toolchain: Toolchain
     extra_sources: list[Path] = field(default_factory=list)  # e.g. CRT sources
     imports: list["CSourceModule"] = field(default_factory=list)
+    # the functions each generated translation unit defines, by file name (for per-unit compiler times)
+    unit_functions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def functions_by_unit(self) -> dict[str, tuple[str, ...]]:
+        """`unit_functions` of this module and its imports."""
+        found = dict(self.unit_functions)
+        for imp in self.imports:
+            found.update(imp.functions_by_unit())
+        return found
 
     def units(self) -> list[tuple[Toolchain, SourceFile]]:
         """Every translation unit of this module and its imports, with its toolchain."""

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from pathlib import Path
 from ..errors import CompileError
 from ..util.atomic import atomic_writer
 from ..util.digest import cache_entry_writer, intact, sha256_bytes
+from ..util.progress import C_COMPILATION, Step, batch, report
 
 
 def cache_dir() -> Path:
@@ -101,11 +103,20 @@ class Toolchain:
         ).hexdigest()[:32]
 
     def compile_object(self, src: SourceFile, workdir: Path) -> Path:
+        """The object file of `src`, from the cache or the compiler; the time is reported as a
+        C_COMPILATION step (`tessera.util.progress`)."""
+        start = time.perf_counter()
+        obj, cached = self._object(src, workdir)
+        report(Step(C_COMPILATION, src.name, time.perf_counter() - start, cached))
+        return obj
+
+    def _object(self, src: SourceFile, workdir: Path) -> tuple[Path, bool]:
+        """(object file, whether the cache served it)."""
         flags = self.object_flags()
         key = self.object_key(src, flags)
         cached = cache_dir() / f"{key}.o"
         if src.cacheable and intact(cached):
-            return cached
+            return cached, True
         # A folder per unit: units of different modules may share a file name, and the
         # object's file symbol is the bare name (no random prefix), for reproducible output.
         unit_dir = Path(tempfile.mkdtemp(prefix=f"{key[:8]}-", dir=workdir))
@@ -117,11 +128,11 @@ class Toolchain:
         if not src.cacheable:
             obj = c_path.with_suffix(".o")
             self._run_compiler(src, [*flags, *located], c_path, obj)
-            return obj
+            return obj, False
         # atomic, sealed with a checksum: parallel builds may race on the entry, and a damaged one is rebuilt
         with cache_entry_writer(cached) as staged:
             self._run_compiler(src, [*flags, *located], c_path, staged)
-        return cached
+        return cached, False
 
     def _run_compiler(self, src: SourceFile, flags: Sequence[str], c_path: Path, obj: Path) -> None:
         cmd = [self.cc, *flags, "-c", str(c_path), "-o", str(obj)]
@@ -156,7 +167,7 @@ def link_shared_library(units: Sequence[tuple[Toolchain, SourceFile]], output: P
     with tempfile.TemporaryDirectory(prefix="tessera-build-") as tmp, atomic_writer(output) as staged:
         workdir = Path(tmp)
         workers = max(1, min(jobs or os.cpu_count() or 1, len(units)))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        with batch(C_COMPILATION, len(units)), ThreadPoolExecutor(max_workers=workers) as pool:
             objects = list(pool.map(lambda u: u[0].compile_object(u[1], workdir), units))
         cmd = [linker.cc, *(["-shared"] if shared else []), "-o", str(staged), *map(str, objects), *ldflags]
         proc = subprocess.run(cmd, capture_output=True, text=True)

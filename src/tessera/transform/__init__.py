@@ -5,11 +5,13 @@ from .fold_constant import FoldConstant
 from .fuse_ops import FuseOps
 from .infer_type import InferType
 from .pass_infra import (
-    FunctionPass, Pass, PassContext, PassInstrument, PassTimingInstrument, PrintIRInstrument, Sequential,
+    FunctionPass, Pass, PassContext, PassInstrument, PassTiming, PassTimingInstrument, PrintIRInstrument, Sequential,
 )
+from .ir_dump import IRDumpInstrument
 from .simplify_inference import DenseToMatmul, SimplifyInference
 
 __all__ = [
-    "DeadCodeElimination", "DenseToMatmul", "FoldConstant", "FunctionPass", "FuseOps", "InferType", "Pass", "PassContext",
-    "PassInstrument", "PassTimingInstrument", "PrintIRInstrument", "Sequential", "SimplifyInference",
+    "DeadCodeElimination", "DenseToMatmul", "FoldConstant", "FunctionPass", "FuseOps", "IRDumpInstrument",
+    "InferType", "Pass", "PassContext", "PassInstrument", "PassTiming", "PassTimingInstrument", "PrintIRInstrument",
+    "Sequential", "SimplifyInference",
 ]

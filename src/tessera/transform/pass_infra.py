@@ -33,24 +33,45 @@ class PassInstrument:
     def run_after_pass(self, mod: IRModule, pass_: "Pass") -> None: ...
 
 
+@dataclass
+class PassTiming:
+    """One pass run: its name, how deep it ran (a Sequential's passes one below it) and its wall time."""
+
+    name: str
+    depth: int
+    seconds: float = 0.0
+
+
 class PassTimingInstrument(PassInstrument):
-    """Records wall time per pass; `summary()` renders a table."""
+    """Records wall time per pass; `summary()` renders a table.
+
+    `timings` lists (name, seconds) in the order passes finished; `records`
+    lists PassTiming in the order they started, with their nesting depth.
+    """
 
     def __init__(self) -> None:
         self.timings: list[tuple[str, float]] = []
-        self._start: list[float] = []
+        self.records: list[PassTiming] = []
+        self._start: list[tuple[float, PassTiming]] = []
 
     def run_before_pass(self, mod: IRModule, pass_: "Pass") -> None:
-        self._start.append(time.perf_counter())
+        record = PassTiming(pass_.name, len(self._start))
+        self.records.append(record)
+        self._start.append((time.perf_counter(), record))
 
     def run_after_pass(self, mod: IRModule, pass_: "Pass") -> None:
-        self.timings.append((pass_.name, time.perf_counter() - self._start.pop()))
+        start, record = self._start.pop()
+        record.seconds = time.perf_counter() - start
+        self.timings.append((pass_.name, record.seconds))
 
     def summary(self) -> str:
-        total = sum(t for _, t in self.timings) or 1e-12
-        lines = [f"{'pass':<32} {'ms':>10} {'%':>6}"]
-        for name, t in self.timings:
-            lines.append(f"{name:<32} {t * 1e3:>10.2f} {100 * t / total:>6.1f}")
+        """A table in run order; nested passes are indented under their Sequential, and the
+        percentage is of the time of the outermost passes (so nothing counts twice)."""
+        total = sum(r.seconds for r in self.records if r.depth == 0) or 1e-12
+        lines = [f"{'pass':<40} {'ms':>10} {'%':>6}"]
+        for r in self.records:
+            name = "  " * r.depth + r.name
+            lines.append(f"{name:<40} {r.seconds * 1e3:>10.2f} {100 * r.seconds / total:>6.1f}")
         return "\n".join(lines)
 
 

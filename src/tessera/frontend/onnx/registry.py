@@ -73,6 +73,14 @@ class ConverterRegistry:
     def op_types(self, domain: str = DEFAULT_DOMAIN) -> list[str]:
         return sorted(op for d, op in self._entries if d == domain)
 
+    def versions(self, op_type: str, domain: str = DEFAULT_DOMAIN) -> tuple[int, ...]:
+        """The opsets from which the op type's converters apply, oldest first (empty when unsupported).
+
+        The first is the oldest opset imported; each converter serves up to the next one, the last up
+        to HIGHEST_OPSET of the domain.
+        """
+        return tuple(e.since for e in self._entries.get((domain, op_type), ()))
+
     def domains(self) -> set[str]:
         return {domain for domain, _ in self._entries}
 
