@@ -1,0 +1,72 @@
+"""Why a call stayed on the host: the partitioning passes note each refusal.
+
+MergeComposite notes a match whose entry's check said no (or whose inner
+values are read outside it); AnnotateTarget notes an operator call no
+accelerator takes. The notes ride on the module, in `mod.attrs[DECLINED_ATTR]`,
+through every later pass, so a report can say, for a call that ended up
+in a host kernel, which check of which target turned it down:
+
+    for note in declined(lib.partitioned_mod):
+        print(note.target, note.op, note.signature, note.reason)
+
+Calls are rebuilt by every pass, so a note names its call by operator and
+argument types (`call_signature`), not by identity: calls that look alike
+to a check get the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ..op.registry import Op
+from ..relay.expr import Call, Expr
+from ..relay.module import IRModule
+
+DECLINED_ATTR = "partition.declined"
+
+
+@dataclass(frozen=True, slots=True)
+class Declined:
+    """One accelerator's refusal of one kind of call."""
+
+    target: str  # the accelerator kind that did not take it
+    op: str  # the operator's name
+    signature: str  # its argument types (see `call_signature`)
+    reason: str  # e.g. "pattern blas.conv2d: its check _conv_ok refused the match"
+
+
+def call_signature(call: Call) -> str:
+    """The argument types of a call, as text: "(1x64x56x56 float32, 128x64x1x1 float32)"."""
+    return "(" + ", ".join(_type_text(a) for a in call.args) + ")"
+
+
+def _type_text(e: Expr) -> str:
+    ty = e.checked_type_
+    shape = getattr(ty, "shape", None)
+    if shape is None:
+        return str(ty) if ty is not None else "?"
+    return f"{'x'.join(str(d) for d in shape) or 'scalar'} {getattr(ty, 'dtype', '')}".strip()
+
+
+def op_calls(nodes: Iterable[Expr]) -> list[Call]:
+    return [n for n in nodes if isinstance(n, Call) and isinstance(n.op, Op)]
+
+
+def note(target: str, calls: Iterable[Call], reason: str) -> list[Declined]:
+    return [Declined(target, c.op.name, call_signature(c), reason) for c in calls if isinstance(c.op, Op)]
+
+
+def callable_name(fn: Callable[..., object]) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def declined(mod: IRModule) -> tuple[Declined, ...]:
+    notes = mod.attrs.get(DECLINED_ATTR, ())
+    return tuple(notes) if isinstance(notes, tuple) else ()
+
+
+def with_declined(mod: IRModule, notes: Iterable[Declined]) -> IRModule:
+    """`mod` with `notes` added to the ones it carries (each kept once, in order)."""
+    new = tuple(dict.fromkeys([*declined(mod), *notes]))
+    return mod if len(new) == len(declined(mod)) else mod.with_attrs(**{DECLINED_ATTR: new})
