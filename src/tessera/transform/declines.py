@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ..op.registry import Op
 from ..relay.expr import Call, Expr
 from ..relay.module import IRModule
+from ..relay.ty import TensorType, TupleType, Type
 
 DECLINED_ATTR = "partition.declined"
 
@@ -38,15 +39,20 @@ class Declined:
 
 def call_signature(call: Call) -> str:
     """The argument types of a call, as text: "(1x64x56x56 float32, 128x64x1x1 float32)"."""
-    return "(" + ", ".join(_type_text(a) for a in call.args) + ")"
+    return "(" + ", ".join(type_text(a) for a in call.args) + ")"
 
 
-def _type_text(e: Expr) -> str:
-    ty = e.checked_type_
-    shape = getattr(ty, "shape", None)
-    if shape is None:
-        return str(ty) if ty is not None else "?"
-    return f"{'x'.join(str(d) for d in shape) or 'scalar'} {getattr(ty, 'dtype', '')}".strip()
+def type_text(e: Expr) -> str:
+    """An expression's type in a few characters: "1x64x56x56 float32", "(2 float32, 2 int64)"."""
+    return _text(e.checked_type_)
+
+
+def _text(ty: Type | None) -> str:
+    if isinstance(ty, TensorType):
+        return f"{'x'.join(str(d) for d in ty.shape) or 'scalar'} {ty.dtype}"
+    if isinstance(ty, TupleType):
+        return "(" + ", ".join(_text(f) for f in ty.fields) + ")"
+    return "?" if ty is None else str(ty)
 
 
 def op_calls(nodes: Iterable[Expr]) -> list[Call]:
