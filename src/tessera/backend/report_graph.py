@@ -35,8 +35,11 @@ SHOWN_CONSTANTS = 2
 
 
 def quote(text: str) -> str:
-    """`text` as a DOT string: quotes and backslashes escaped (a backslash would start a DOT escape)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ").replace("\r", " ") + '"'
+    """`text` as a DOT string, drawn literally: a backslash would start a DOT escape (\\N is the node's
+    name) and Graphviz decodes HTML entities (&amp;) even in quoted strings."""
+    for raw, escaped in (("&", "&amp;"), ("\\", "\\\\"), ('"', '\\"'), ("\n", " "), ("\r", " ")):
+        text = text.replace(raw, escaped)
+    return f'"{text}"'
 
 
 def multiline(lines: Iterable[str]) -> str:
@@ -115,7 +118,7 @@ def report_dot(report: PartitionReport) -> str:
                        f"tooltip={quote(tip)}];")
             continue
         out.append(f"  subgraph {k.node_id} {{")
-        out.append(f"    label={quote(f'{k.name}  [{k.target}]')}; style=\"rounded,filled\"; "
+        out.append(f"    label={quote(f'{k.name} [{k.target}]')}; style=\"rounded,filled\"; "
                    f"fillcolor={quote(colour + '40')}; color={quote(colour)}; penwidth=1.2; tooltip={quote(tip)};")
         for m in k.members:
             lines = [m.name, *(_wrap(m.ops) if m.ops != [m.name] else []), *_constants_line(m.constants)]
