@@ -35,9 +35,10 @@ def convs_then_depthwise(input_name: str = "x") -> relay.IRModule:
     return relay.IRModule.from_expr(relay.Function((x,), ew.relu(y)))
 
 
-def fused(mod: relay.IRModule, target: str) -> relay.IRModule:
+def fused(mod: relay.IRModule, target: str, params: dict | None = None) -> relay.IRModule:
+    """The module as `tessera.build` partitions and fuses it (no C is generated)."""
     compile_target, config = resolve_target(target)
-    return fuse(mod, compile_target, None, PassContext.current(), lambda msg: None, "default", config)
+    return fuse(mod, compile_target, params, PassContext.current(), lambda msg: None, "default", config)
 
 
 def test_a_partition_is_a_cluster_showing_each_of_its_convolutions():
