@@ -90,24 +90,19 @@ def _partition_table(report: PartitionReport) -> str:
             + "".join(rows) + "</table>")
 
 
-def _stay_reasons(report: PartitionReport, kernels: list[KernelNode]) -> dict[tuple[str, str, str], list[str]]:
-    """(operator, target, reason) -> kernels holding such calls."""
-    found: dict[tuple[str, str, str], list[str]] = {}
+def _stay_reasons(report: PartitionReport, kernels: list[KernelNode]) -> dict[tuple[str, str, str, str], list[str]]:
+    """(operator, where it runs, declining target, reason) -> the kernels holding such calls."""
+    found: dict[tuple[str, str, str, str], list[str]] = {}
+    unnoted = "no accelerator in this build" if not report.declined else "no accelerator was offered it"
     for k in kernels:
         explained = set()
         for op, target, reason in report.reasons(k):
-            found.setdefault((op, target, reason), []).append(k.name)
+            found.setdefault((op, k.target, target, reason), []).append(k.name)
             explained.add(op)
         for op in dict.fromkeys(k.ops):
             if op not in explained:
-                found.setdefault((op, "", _unnoted(report)), []).append(k.name)
+                found.setdefault((op, k.target, "", unnoted), []).append(k.name)
     return found
-
-
-def _unnoted(report: PartitionReport) -> str:
-    if not any(k.partition for k in report.kernels) and not report.declined:
-        return "no accelerator in this build"
-    return "no accelerator was offered it"
 
 
 def _host_table(report: PartitionReport) -> str:
@@ -115,17 +110,17 @@ def _host_table(report: PartitionReport) -> str:
     if not kernels:
         return "<p>Nothing stayed on the host.</p>"
     rows = []
-    for (op, target, reason), names in sorted(_stay_reasons(report, kernels).items(),
-                                              key=lambda kv: (-len(kv[1]), kv[0])):
+    for (op, where, target, reason), names in sorted(_stay_reasons(report, kernels).items(),
+                                                     key=lambda kv: (-len(kv[1]), kv[0])):
         listed = ", ".join(_e(n) for n in names[:MAX_KERNELS_LISTED])
         more = f" and {len(names) - MAX_KERNELS_LISTED} more" if len(names) > MAX_KERNELS_LISTED else ""
-        rows.append(f"<tr><td>{_e(op)}</td><td>{len(names)}</td><td>{_e(target) or '&mdash;'}</td>"
-                    f"<td>{_e(reason)}</td><td>{listed}{more}</td></tr>")
+        rows.append(f"<tr><td>{_e(op)}</td><td>{_e(where)}</td><td>{len(names)}</td>"
+                    f"<td>{_e(target) or '&mdash;'}</td><td>{_e(reason)}</td><td>{listed}{more}</td></tr>")
     pieces = Counter(k.target for k in kernels)
     where = ", ".join(f"{n} on {_e(t)}" for t, n in pieces.most_common())
     return (f"<p>{len(kernels)} kernels of the default flow ({where}).</p>"
-            "<table id='host'><tr><th>operator</th><th>kernels</th><th>declined by</th><th>why</th>"
-            "<th>in kernels</th></tr>" + "".join(rows) + "</table>")
+            "<table id='host'><tr><th>operator</th><th>runs on</th><th>kernels</th><th>declined by</th>"
+            "<th>why</th><th>in kernels</th></tr>" + "".join(rows) + "</table>")
 
 
 def report_page(report: PartitionReport, title: str) -> str:
@@ -144,7 +139,7 @@ def report_page(report: PartitionReport, title: str) -> str:
         f"<div id='viewport'>{report.svg()}</div>",
         "<h2>Partitions</h2>",
         _partition_table(report),
-        "<h2>What stayed on the host, and why</h2>",
+        "<h2>What stayed on the host, and why</h2>" if report.declined else "<h2>Kernels of the default flow</h2>",
         _host_table(report),
         f"<script>{PAN_ZOOM}</script>",
         "</body></html>",
