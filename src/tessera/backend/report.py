@@ -20,7 +20,8 @@ from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
 from ..relay.module import IRModule
 from ..relay.visitor import post_order
-from ..transform.declines import Declined, call_signature, declined, type_text
+from ..relay.ty import Type
+from ..transform.declines import Declined, call_signature, declined, describe_type, type_text
 from ..transform.plan_devices import DEVICE_ATTR
 
 HOST = "host"
@@ -54,7 +55,11 @@ class KernelNode:
 class Edge:
     src: str  # node ids
     dst: str
-    label: str  # the tensor's type
+    ty: Type | None  # the tensor's type
+
+    @property
+    def label(self) -> str:
+        return describe_type(self.ty)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class Terminal:
 
     node_id: str
     label: str
+    name: str = ""  # an input's name in the model
 
 
 @dataclass
@@ -140,7 +146,7 @@ class _Port:
     """A tensor as the graph draws it: the node that produces it, and its type."""
 
     node_id: str
-    label: str
+    ty: Type | None
 
 
 @dataclass(frozen=True)
@@ -173,7 +179,7 @@ class _Builder:
             if isinstance(whole, tuple):
                 return whole[e.index]
             if isinstance(whole, _Port):  # one box makes the whole tuple: the edge names the field
-                return _Port(whole.node_id, type_text(e))
+                return _Port(whole.node_id, e.checked_type_)
             return whole
         return ()  # something the picture does not draw (a global function's name)
 
@@ -183,7 +189,7 @@ class _Builder:
             constants.append(value.label)
             return []
         if isinstance(value, _Port):
-            self.edges.append(Edge(value.node_id, dst, value.label))
+            self.edges.append(Edge(value.node_id, dst, value.ty))
             return [self.kernel_of[value.node_id]] if value.node_id in self.kernel_of else []
         return [k for v in value for k in self.connect(v, dst, constants)]
 
@@ -194,7 +200,7 @@ class _Builder:
         producers = [p for a in args for p in self.connect(self.value(a, values), kernel.node_id, kernel.constants)]
         kernel.inputs = sorted(set(producers))
         self.kernels.append(kernel)
-        return _Port(kernel.node_id, "")
+        return _Port(kernel.node_id, None)
 
     def add_partition(self, name: str, target: str, func: Function, args: tuple[Expr, ...],
                       values: dict[int, _Value]) -> _Value:
@@ -219,7 +225,7 @@ class _Builder:
             for a in node.args:
                 producers += [p for p in self.connect(self.value(a, inner), member.node_id, member.constants)
                               if p != index]
-            inner[id(node)] = _Port(member.node_id, type_text(node))
+            inner[id(node)] = _Port(member.node_id, node.checked_type_)
         kernel.inputs = sorted(set(producers))
         return self.value(func.body, inner)
 
@@ -228,8 +234,8 @@ class _Builder:
         values: dict[int, _Value] = {}
         for k, param in enumerate(main.params):
             node_id = f"in{k}"
-            self.terminals.append(Terminal(node_id, f"input {param.name_hint}\n{type_text(param)}"))
-            values[id(param)] = _Port(node_id, type_text(param))
+            self.terminals.append(Terminal(node_id, f"input {param.name_hint}\n{type_text(param)}", param.name_hint))
+            values[id(param)] = _Port(node_id, param.checked_type_)
         for node in post_order(main.body, into_functions=False):
             if not isinstance(node, Call):
                 continue
@@ -249,7 +255,7 @@ class _Builder:
                                     op_calls=[(node.op.name, call_signature(node))])
             else:
                 continue
-            values[id(node)] = _Port(self.add_kernel(kernel, node.args, values).node_id, type_text(node))
+            values[id(node)] = _Port(self.add_kernel(kernel, node.args, values).node_id, node.checked_type_)
         self.terminals.append(Terminal("out", "output"))
         self.connect(self.value(main.body, values), "out", [])
         return PartitionReport(self.kernels, self.edges, self.terminals, declined(self.mod))
@@ -257,7 +263,7 @@ class _Builder:
 
 def _relabel(result: _Value, call: Call) -> _Value:
     """A partition's single result carries the call's type (inner ports already do)."""
-    return _Port(result.node_id, type_text(call)) if isinstance(result, _Port) else result
+    return _Port(result.node_id, call.checked_type_) if isinstance(result, _Port) else result
 
 
 def partition_report(source: IRModule | object) -> PartitionReport:

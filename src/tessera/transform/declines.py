@@ -44,14 +44,14 @@ def call_signature(call: Call) -> str:
 
 def type_text(e: Expr) -> str:
     """An expression's type in a few characters: "1x64x56x56 float32", "(2 float32, 2 int64)"."""
-    return _text(e.checked_type_)
+    return describe_type(e.checked_type_)
 
 
-def _text(ty: Type | None) -> str:
+def describe_type(ty: Type | None) -> str:
     if isinstance(ty, TensorType):
         return f"{'x'.join(str(d) for d in ty.shape) or 'scalar'} {ty.dtype}"
     if isinstance(ty, TupleType):
-        return "(" + ", ".join(_text(f) for f in ty.fields) + ")"
+        return "(" + ", ".join(describe_type(f) for f in ty.fields) + ")"
     return "?" if ty is None else str(ty)
 
 
