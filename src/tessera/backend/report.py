@@ -213,11 +213,10 @@ class _Builder:
         for node in post_order(func.body, into_functions=False):
             if not isinstance(node, Call) or id(node) in inner:
                 continue
-            member = Member(f"k{index}m{len(kernel.members)}", "", [])
             if isinstance(node.op, Function) and node.op.attrs.composite:
-                member.name, member.ops = node.op.attrs.composite, _ops_of(node.op)
+                member = Member(f"k{index}m{len(kernel.members)}", node.op.attrs.composite, _ops_of(node.op))
             elif isinstance(node.op, Op):
-                member.name, member.ops = node.op.name, [node.op.name]
+                member = Member(f"k{index}m{len(kernel.members)}", node.op.name, [node.op.name])
             else:
                 continue
             self.kernel_of[member.node_id] = index
@@ -242,8 +241,8 @@ class _Builder:
             if isinstance(node.op, GlobalVar):
                 func = self.mod[node.op]
                 if isinstance(func, Function) and func.attrs.compiler:
-                    result = self.add_partition(node.op.name_hint, func.attrs.compiler, func, node.args, values)
-                    values[id(node)] = _relabel(result, node)
+                    values[id(node)] = self.add_partition(node.op.name_hint, func.attrs.compiler, func, node.args,
+                                                          values)
                     continue
                 kernel = KernelNode(node.op.name_hint, HOST, _ops_of(func) if isinstance(func, Function) else [])
             elif isinstance(node.op, Function):  # a kernel of the default flow, on its named piece if any
@@ -259,11 +258,6 @@ class _Builder:
         self.terminals.append(Terminal("out", "output"))
         self.connect(self.value(main.body, values), "out", [])
         return PartitionReport(self.kernels, self.edges, self.terminals, declined(self.mod))
-
-
-def _relabel(result: _Value, call: Call) -> _Value:
-    """A partition's single result carries the call's type (inner ports already do)."""
-    return _Port(result.node_id, call.checked_type_) if isinstance(result, _Port) else result
 
 
 def partition_report(source: IRModule | object) -> PartitionReport:
