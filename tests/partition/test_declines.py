@@ -11,7 +11,7 @@ from tessera.relay.dataflow_pattern import is_op, wildcard
 from tessera.relay.pattern_table import PatternEntry
 from tessera.target import KINDS, Target, TargetKind
 from tessera.transform import InferType
-from tessera.transform.declines import Declined, declined
+from tessera.transform.declines import Declined, Refusal, declined
 from tessera.transform.partition import partition_for
 
 T = relay.TensorType((2, 3), "float32")
@@ -51,6 +51,8 @@ def test_each_refusal_names_its_reason(accel):
         ("add", "pinned to the host"),
         ("subtract", "no pattern or operator rule of declineaccel takes subtract"),
     }
+    assert {(d.op, d.kind) for d in notes if d.kind is not Refusal.NO_RULE} == {
+        ("multiply", Refusal.RULE), ("exp", Refusal.CHECK), ("negative", Refusal.CHECK), ("add", Refusal.PINNED)}
     assert {d.signature for d in notes if d.op == "multiply"} == {"(2x3 float32, 2x3 float32)"}
 
 

@@ -21,7 +21,7 @@ from ..relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, Tuple
 from ..relay.module import IRModule
 from ..relay.visitor import post_order
 from ..relay.ty import Type
-from ..transform.declines import Declined, call_signature, declined, describe_type, type_text
+from ..transform.declines import Declined, Refusal, call_signature, declined, describe_type, type_text
 from ..transform.plan_devices import DEVICE_ATTR
 
 HOST = "host"
@@ -104,15 +104,15 @@ class PartitionReport:
     def reasons(self, kernel: KernelNode) -> list[tuple[str, str, str]]:
         """Why each operator of a kernel left on the host stayed: (operator, target, reason), once each.
 
-        A check that refused a pattern is the specific answer; "no pattern or
-        rule" notes of the same target for the same call are then left out.
+        A pattern that matched but was refused is the specific answer; "no
+        pattern or rule" notes of the same target for the same call are then left out.
         """
         found: dict[tuple[str, str, str], None] = {}
         for op, signature in kernel.op_calls:
             notes = [d for d in self.declined if d.op == op and d.signature == signature]
-            specific = {d.target for d in notes if d.reason.startswith("pattern ")}
+            specific = {d.target for d in notes if d.kind.matched_a_pattern}
             for d in notes:
-                if d.target not in specific or d.reason.startswith("pattern "):
+                if d.target not in specific or d.kind is not Refusal.NO_RULE:
                     found[(op, d.target, d.reason)] = None
         return list(found)
 

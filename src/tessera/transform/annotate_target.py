@@ -20,7 +20,7 @@ from ..relay.expr import Call, Expr, Function
 from ..relay.module import IRModule
 from ..relay.visitor import rewrite
 from ..target.target import Target
-from .declines import Declined, callable_name, note, with_declined
+from .declines import Declined, Refusal, callable_name, note, with_declined
 from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
@@ -35,13 +35,13 @@ def supports(target: Target, call: Call) -> bool:
     return False
 
 
-def refusal(target: Target, call: Call) -> str:
+def refusal(target: Target, call: Call) -> tuple[Refusal, str]:
     """Why `target` does not take an operator call (one it does not support)."""
     name = call.op.name if isinstance(call.op, Op) else "?"
     rule = target.kind.supported_ops.get(name)
     if callable(rule):
-        return f"{target.kind.name}'s rule {callable_name(rule)} for {name} refused the call"
-    return f"no pattern or operator rule of {target.kind.name} takes {name}"
+        return Refusal.RULE, f"{target.kind.name}'s rule {callable_name(rule)} for {name} refused the call"
+    return Refusal.NO_RULE, f"no pattern or operator rule of {target.kind.name} takes {name}"
 
 
 def _pin_name(pin: Call) -> str:
@@ -103,9 +103,10 @@ class AnnotateTarget(FunctionPass):
             if target is None:
                 typed = old if isinstance(old, Call) else new  # (the rebuilt call's inputs have no types yet)
                 if isinstance(new.op, Op) and pin is None:
-                    notes.extend(d for t in self.targets for d in note(t.kind.name, [typed], refusal(t, new)))
+                    notes.extend(d for t in self.targets for d in note(t.kind.name, [typed], *refusal(t, new)))
                 elif isinstance(new.op, Op) and pin == HOST:
-                    notes.extend(d for t in self.targets for d in note(t.kind.name, [typed], "pinned to the host"))
+                    notes.extend(d for t in self.targets
+                                 for d in note(t.kind.name, [typed], Refusal.PINNED, "pinned to the host"))
                 return None
             name = target.kind.name
             args = tuple(compiler_begin(a, compiler=name) for a in new.args)

@@ -7,7 +7,7 @@ through every later pass, so a report can say, for a call that ended up
 in a host kernel, which check of which target turned it down:
 
     for note in declined(lib.partitioned_mod):
-        print(note.target, note.op, note.signature, note.reason)
+        print(note.target, note.op, note.signature, note.kind, note.reason)
 
 Calls are rebuilt by every pass, so a note names its call by operator and
 argument types (`call_signature`), not by identity: calls that look alike
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 from ..op.registry import Op
 from ..relay.expr import Call, Expr
@@ -27,6 +28,21 @@ from ..relay.ty import TensorType, TupleType, Type
 DECLINED_ATTR = "partition.declined"
 
 
+class Refusal(Enum):
+    """Which decision left a call behind."""
+
+    CHECK = "a pattern entry's check refused the match"
+    SHARED_VALUE = "a value inside the match is read outside it"
+    RULE = "the target's operator rule refused the call"
+    NO_RULE = "no pattern or operator rule of the target takes the operator"
+    PINNED = "pinned to the host"
+
+    @property
+    def matched_a_pattern(self) -> bool:
+        """A pattern matched the call: a more specific answer than NO_RULE for the same call."""
+        return self in (Refusal.CHECK, Refusal.SHARED_VALUE)
+
+
 @dataclass(frozen=True, slots=True)
 class Declined:
     """One accelerator's refusal of one kind of call."""
@@ -34,7 +50,8 @@ class Declined:
     target: str  # the accelerator kind that did not take it
     op: str  # the operator's name
     signature: str  # its argument types (see `call_signature`)
-    reason: str  # e.g. "pattern blas.conv2d: its check _conv_ok refused the match"
+    kind: Refusal
+    reason: str  # for people, e.g. "pattern blas.conv2d: its check _conv_ok refused the match"
 
 
 def call_signature(call: Call) -> str:
@@ -59,8 +76,8 @@ def op_calls(nodes: Iterable[Expr]) -> list[Call]:
     return [n for n in nodes if isinstance(n, Call) and isinstance(n.op, Op)]
 
 
-def note(target: str, calls: Iterable[Call], reason: str) -> list[Declined]:
-    return [Declined(target, c.op.name, call_signature(c), reason) for c in calls if isinstance(c.op, Op)]
+def note(target: str, calls: Iterable[Call], kind: Refusal, reason: str) -> list[Declined]:
+    return [Declined(target, c.op.name, call_signature(c), kind, reason) for c in calls if isinstance(c.op, Op)]
 
 
 def callable_name(fn: Callable[..., object]) -> str:

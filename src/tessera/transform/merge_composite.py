@@ -28,7 +28,7 @@ from ..relay.module import IRModule
 from ..relay.pattern_table import PatternEntry, as_entries
 from ..op.annotation import OnTargetAttrs, on_target, on_target_op
 from ..relay.visitor import post_order, rebuild, rewrite, substitute
-from .declines import Declined, callable_name, note, op_calls, with_declined
+from .declines import Declined, Refusal, callable_name, note, op_calls, with_declined
 from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
@@ -100,11 +100,11 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
             )
             target = entry.name.split(".")[0]
             if not consumers_ok:
-                notes += note(target, op_calls(inside), f"pattern {entry.name} matched, but a value inside the "
-                                                        "match is also read outside it")
+                notes += note(target, op_calls(inside), Refusal.SHARED_VALUE,
+                              f"pattern {entry.name} matched, but a value inside the match is also read outside it")
                 continue
             if entry.check is not None and not entry.check(match):
-                notes += note(target, op_calls(inside),
+                notes += note(target, op_calls(inside), Refusal.CHECK,
                               f"pattern {entry.name}: its check {callable_name(entry.check)} refused the match")
                 continue
             composite = _composite_function(node, inside, inputs, entry.name)
