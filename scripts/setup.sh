@@ -5,8 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# gcc: host C; OpenBLAS: the blas target; Arm toolchain, newlib and QEMU: Cortex-M builds and runs.
-APT_PACKAGES=(gcc libc6-dev libopenblas-dev gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
+# gcc: host C; OpenBLAS: the blas target; Arm toolchain, newlib and QEMU: Cortex-M builds and runs;
+# Graphviz: the graph of `compile --report`; Chromium and its driver: the tests that render that report.
+APT_PACKAGES=(gcc libc6-dev libopenblas-dev gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+              graphviz chromium chromium-driver)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import TesseraError
 from .artefacts import OUTPUT_RULE, TARBALL_SUFFIX, executor_for_output
-from ..util.atomic import atomic_write_text
+from ..util.atomic import atomic_write_bytes, atomic_write_text
 from ..util.progress import observing
 from . import inspection
 from .common import compile_onnx, model_name_for, parse_shapes, progress, runs_onnx_nodes
@@ -42,7 +42,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--tuning-log", metavar="LOG.json", type=non_empty,
                    help="use the schedules measured by `tessera tune` (kernels not in the log use defaults)")
     p.add_argument("--report", metavar="FILE.html", type=non_empty,
-                   help="print which operators went to which target and draw the graph coloured by target")
+                   help="print which operators went to which target and draw the graph coloured by target; "
+                        "FILE.onnx writes the partitioned graph, annotated with targets, for Netron instead")
     p.add_argument("--memory-report", metavar="FILE.svg", type=non_empty,
                    help="print the planned memory (peak, lower bounds, pools) and draw the pools over time")
     p.add_argument("--emit-c", metavar="DIR", type=non_empty,
@@ -107,7 +108,12 @@ def run(args: argparse.Namespace) -> int:
         report = partition_report(lib.partitioned_mod if isinstance(lib, AotLibrary) else lib)
         print(report.text())
         title = f"tessera: {Path(args.model).name} for {args.target}"
-        atomic_write_text(make_parent(Path(args.report)), report.html(title))
+        if args.report.endswith(".onnx"):
+            from ..backend.report_onnx import report_onnx
+
+            atomic_write_bytes(make_parent(Path(args.report)), report_onnx(report).SerializeToString())
+        else:
+            atomic_write_text(make_parent(Path(args.report)), report.html(title))
         print(f"wrote {args.report}")
     if args.memory_report:
         from ..backend.memory_report import memory_report

@@ -5,6 +5,8 @@ A call is offered to the accelerators in order; the first that supports it
 supported) gets it: the call's inputs are wrapped in `compiler_begin` and
 its result in `compiler_end`. A call pinned with `on_target(x, name)` goes
 to that target (or stays on the host for "host"), overriding the choice.
+An operator call no accelerator takes is noted on the module with the
+reason (see declines.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..relay.expr import Call, Expr, Function
 from ..relay.module import IRModule
 from ..relay.visitor import rewrite
 from ..target.target import Target
+from .declines import Declined, Refusal, callable_name, note, with_declined
 from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
@@ -30,6 +33,15 @@ def supports(target: Target, call: Call) -> bool:
         rule = target.kind.supported_ops.get(call.op.name)
         return bool(rule(call)) if callable(rule) else bool(rule)
     return False
+
+
+def refusal(target: Target, call: Call) -> tuple[Refusal, str]:
+    """Why `target` does not take an operator call (one it does not support)."""
+    name = call.op.name if isinstance(call.op, Op) else "?"
+    rule = target.kind.supported_ops.get(name)
+    if callable(rule):
+        return Refusal.RULE, f"{target.kind.name}'s rule {callable_name(rule)} for {name} refused the call"
+    return Refusal.NO_RULE, f"no pattern or operator rule of {target.kind.name} takes {name}"
 
 
 def _pin_name(pin: Call) -> str:
@@ -58,7 +70,20 @@ class AnnotateTarget(FunctionPass):
             return target
         return next((t for t in self.targets if supports(t, call)), None)
 
-    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        notes: list[Declined] = []
+        result = mod
+        for gv, func in mod.items():
+            if isinstance(func, Function):
+                new = self.transform_function(func, mod, ctx, notes)
+                if new is not func:
+                    result = result.with_function(gv, new)
+        return with_declined(result, notes)
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext,
+                           notes: list[Declined] | None = None) -> Function:
+        """`func` annotated; the operator calls no target takes are appended to `notes`."""
+        notes = [] if notes is None else notes
         if func.attrs.compiler or func.attrs.primitive:
             return func
         names = {t.kind.name for t in self.targets}
@@ -73,8 +98,15 @@ class AnnotateTarget(FunctionPass):
                 return None
             if not (isinstance(new.op, Op) or (isinstance(new.op, Function) and new.op.attrs.composite)):
                 return None
-            target = self.choose(new, pins.get(id(old)))
+            pin = pins.get(id(old))
+            target = self.choose(new, pin)
             if target is None:
+                typed = old if isinstance(old, Call) else new  # (the rebuilt call's inputs have no types yet)
+                if isinstance(new.op, Op) and pin is None:
+                    notes.extend(d for t in self.targets for d in note(t.kind.name, [typed], *refusal(t, new)))
+                elif isinstance(new.op, Op) and pin == HOST:
+                    notes.extend(d for t in self.targets
+                                 for d in note(t.kind.name, [typed], Refusal.PINNED, "pinned to the host"))
                 return None
             name = target.kind.name
             args = tuple(compiler_begin(a, compiler=name) for a in new.args)

@@ -10,7 +10,9 @@ A match becomes `Call(Function(params, body, composite=name), inputs)`:
 what wildcards matched becomes parameters; constants the pattern matched
 with `is_constant()` stay inside, so the target sees its weights. A match is
 taken only if no intermediate value is also used outside it (otherwise the
-value would have to exist twice). Earlier table entries win.
+value would have to exist twice). Earlier table entries win. A match
+turned down (by its check, or for a value read outside it) is noted on the
+module (see declines.py), so a report can say why its calls stayed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..relay.module import IRModule
 from ..relay.pattern_table import PatternEntry, as_entries
 from ..op.annotation import OnTargetAttrs, on_target, on_target_op
 from ..relay.visitor import post_order, rebuild, rewrite, substitute
+from .declines import Declined, Refusal, callable_name, note, op_calls, with_declined
 from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
@@ -68,7 +71,10 @@ def _composite_function(root: Expr, inside: list[Expr], inputs: list[Expr], name
     return infer_function(Function(tuple(params), local[id(root)], attrs=FuncAttrs(composite=name)))
 
 
-def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | None = None) -> Function:
+def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | None = None,
+                    notes: list[Declined] | None = None) -> Function:
+    """`func` with each match of `table` wrapped; refused matches are appended to `notes`."""
+    notes = [] if notes is None else notes
     func = infer_function(func, mod)
     nodes = post_order(func.body, into_functions=False)
     uses: dict[int, int] = {id(func.body): 1}
@@ -92,9 +98,14 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
                     1 for m in inside for c in children(m) if c is e)
                 for e in inside
             )
+            target = entry.name.split(".")[0]
             if not consumers_ok:
+                notes += note(target, op_calls(inside), Refusal.SHARED_VALUE,
+                              f"pattern {entry.name} matched, but a value inside the match is also read outside it")
                 continue
             if entry.check is not None and not entry.check(match):
+                notes += note(target, op_calls(inside), Refusal.CHECK,
+                              f"pattern {entry.name}: its check {callable_name(entry.check)} refused the match")
                 continue
             composite = _composite_function(node, inside, inputs, entry.name)
             claimed |= {id(e) for e in inside}
@@ -119,6 +130,16 @@ class MergeComposite(FunctionPass):
 
     def __init__(self, table: Sequence[PatternEntry | tuple]) -> None:
         self.table = as_entries(table)
+
+    def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        notes: list[Declined] = []
+        result = mod
+        for gv, func in mod.items():
+            if isinstance(func, Function) and not (func.attrs.compiler or func.attrs.primitive):
+                new = merge_composite(func, self.table, mod, notes)
+                if new is not func:
+                    result = result.with_function(gv, new)
+        return with_declined(result, notes)
 
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
         if func.attrs.compiler or func.attrs.primitive:
