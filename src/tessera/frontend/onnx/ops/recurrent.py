@@ -95,10 +95,12 @@ def _layer(node: Node, ctx: ImportContext, cell: Cell, op: Op) -> list[Expr]:
         inputs += [c0 if c0 is not None else _zeros((dirs, batch, hidden), dtype),
                    p if p is not None else _zeros((dirs, 3 * hidden), dtype)]
     clip = node.attr("clip", None)
-    call = op(*inputs, hidden_size=hidden, direction=direction, activations=activations(node, cell, dirs),
-              clip=None if clip is None else float(clip),
-              linear_before_reset=bool(int(node.attr("linear_before_reset", 0))),
-              input_forget=bool(int(node.attr("input_forget", 0))))
+    # typed once here, so that the outputs share one call (typing each output alone would copy it)
+    call = ctx.typed(op(*inputs, hidden_size=hidden, direction=direction,
+                        activations=activations(node, cell, dirs),
+                        clip=None if clip is None else float(clip),
+                        linear_before_reset=bool(int(node.attr("linear_before_reset", 0))),
+                        input_forget=bool(int(node.attr("input_forget", 0)))))
     outputs: list[Expr] = [TupleGetItem(call, k) for k in range(1 + cell.states)]
     if batch_first:
         outputs = [tf.transpose(outputs[0], axes=_Y_BATCH_FIRST),
