@@ -236,3 +236,17 @@ def test_missing_outputs_are_optional():
 def test_bad_attributes_are_refused(attrs, message):
     with pytest.raises(ConversionError, match=message):
         from_onnx(layer_model("RNN", 3, **attrs)[0])
+
+
+# ------------------------------------------------------------ on a microcontroller
+def test_gru_on_cortex_m4():
+    """AOT C of a bidirectional GRU runs on an emulated Cortex-M4 (mps2-an386) and matches onnxruntime."""
+    model, feeds = layer_model("GRU", 20, batch=1, width=6, hidden=16, direction="bidirectional",
+                               runtime=("X", "initial_h"))
+    expected = ort_run(model, feeds)
+    mod, params = from_onnx(model)
+    lib = tessera.build(mod, target="c -mcpu=cortex-m4", params=params, executor="aot", mod_name="gru")
+    outputs, run = lib.run_board("mps2-an386", [feeds["X"], feeds["initial_h"]])
+    for a, e in zip(outputs, expected):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
+    assert run.sizes.arena > 0  # the input projection and the state live in the planned pool, not on the heap
