@@ -7,7 +7,8 @@ the steps unrolled, so the code is the same size for 10 steps or 10,000:
    stage; the input does not depend on the state);
 2. an extern stage whose TIR body loops over time and, per step and batch
    row, runs the cell's fused step (recurrent_cells.py); steps at or past a
-   row's `sequence_lens` leave the state alone and write zeros to Y;
+   row's `sequence_lens` leave the state alone and write zeros to Y (a row
+   of length 0 ends with zero states, as in onnxruntime);
 3. Y, Y_h (and Y_c) are copied out of the extern's rows.
 
 Inputs, in ONNX order with every optional one supplied by the importer:
@@ -119,7 +120,8 @@ def _reference(cell: Cell) -> Reference:
                 new_h, new_c = cell.np_step(step, x[t] @ w[d].T + b[d, :gh], h, c)
                 h, c = np.where(valid, new_h, h), np.where(valid, new_c, c)
                 y[t, d] = np.where(valid, new_h, 0)
-            y_h[d], y_c[d] = h, c
+            started = (lens > 0)[:, None]  # a row of length 0 ends with zero state
+            y_h[d], y_c[d] = np.where(started, h, 0), np.where(started, c, 0)
         return (y, y_h, y_c)[:1 + cell.states]
 
     return ref
@@ -168,10 +170,14 @@ def _compute(cell: Cell) -> Compute:
         state = te.extern((seq + cell.states, dirs, batch, hidden), [xw, r, b, lens, h0, *inputs[6:]],
                           _layer_body(cell, attrs, seq, batch), name=f"{cell.name}_layer", dtype=x.dtype)
         y = te.compute((seq, dirs, batch, hidden), lambda t, d, n, j: state[t, d, n, j], name=f"{cell.name}_y")
-        finals = tuple(
-            te.compute((dirs, batch, hidden), lambda d, n, j, row=row: state[seq + row, d, n, j],
-                       name=f"{cell.name}_final{row}")
-            for row in range(cell.states))
+
+        def final(row: int) -> te.Tensor:
+            # a row of length 0 ends with zero state, not its initial one, as in onnxruntime
+            return te.compute((dirs, batch, hidden), lambda d, n, j: E.select(
+                E.gt(lens[n], E.const(0, "int32")), state[seq + row, d, n, j], E.const(0, x.dtype)),
+                name=f"{cell.name}_final{row}")
+
+        finals = tuple(final(row) for row in range(cell.states))
         return (y, *finals)
 
     return compute
