@@ -1,22 +1,22 @@
 """Recurrent layers: `nn.lstm`, `nn.gru` and `nn.rnn` (ONNX LSTM, GRU, RNN).
 
-One op is one layer, all directions. Its kernel is a loop over time, not
-the steps unrolled, so the code is the same size for 10 steps or 10,000:
+One op is the recurrence of one layer, all directions. The input does not
+depend on the state, so its projection X·W^T for every step is an ordinary
+matmul before the op (the importer emits it; it uses the tuned matmul
+kernels). The op's kernel is a loop over time, not the steps unrolled, so
+the code is the same size for 10 steps or 10,000: an extern stage whose TIR
+body runs, per step and batch row, the cell's fused step
+(recurrent_cells.py). Steps at or past a row's `sequence_lens` leave the
+state alone and write zeros to Y (a row of length 0 ends with zero states,
+as in onnxruntime). Y, Y_h (and Y_c) are copied out of the extern's rows.
 
-1. `xw[t, d, n, :] = X[t, n] · W[d]^T` for every step at once (a matmul
-   stage; the input does not depend on the state);
-2. an extern stage whose TIR body loops over time and, per step and batch
-   row, runs the cell's fused step (recurrent_cells.py); steps at or past a
-   row's `sequence_lens` leave the state alone and write zeros to Y (a row
-   of length 0 ends with zero states, as in onnxruntime);
-3. Y, Y_h (and Y_c) are copied out of the extern's rows.
-
-Inputs, in ONNX order with every optional one supplied by the importer:
-X [seq, batch, input], W [dirs, gates*hidden, input], R [dirs, gates*hidden,
-hidden], B [dirs, 2*gates*hidden], sequence_lens [batch] (int32),
-initial_h [dirs, batch, hidden], and for LSTM initial_c [dirs, batch,
-hidden] and P [dirs, 3*hidden]. Outputs: Y [seq, dirs, batch, hidden],
-Y_h [dirs, batch, hidden], and for LSTM Y_c.
+Inputs (every optional ONNX input supplied by the importer):
+XW [dirs, seq, batch, gates*hidden] (X·W^T), RT [dirs, hidden, gates*hidden]
+(R transposed: constant folding does it once for weights), B [dirs,
+2*gates*hidden], sequence_lens [batch] (int32), initial_h [dirs, batch,
+hidden], and for LSTM initial_c [dirs, batch, hidden] and P [dirs,
+3*hidden]. Outputs: Y [seq, dirs, batch, hidden], Y_h [dirs, batch,
+hidden], and for LSTM Y_c.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class RecurrentAttrs:
 
 
 def _input_names(cell: Cell) -> tuple[str, ...]:
-    names = ("X", "W", "R", "B", "sequence_lens", "initial_h")
+    names = ("XW", "RT", "B", "sequence_lens", "initial_h")
     return names + ("initial_c", "P") if cell is LSTM else names
 
 
@@ -77,22 +77,22 @@ def _type_rel(cell: Cell) -> TypeRelation:
             raise TypeInferenceError(f"nn.{cell.name} takes {len(names)} inputs ({', '.join(names)}), "
                                      f"got {len(types)}")
         ts = [as_tensor(t, f"nn.{cell.name} {n}") for t, n in zip(types, names)]
-        x = ts[0]
-        if x.ndim != 3 or not dt.is_float(x.dtype):
-            raise TypeInferenceError(f"nn.{cell.name} X must be a float [seq, batch, input] tensor, got {x}")
-        seq, batch, width = x.shape
+        xw = ts[0]
         dirs, hidden, gh = attrs.direction.count, attrs.hidden_size, cell.gates * attrs.hidden_size
-        expected = [(seq, batch, width), (dirs, gh, width), (dirs, gh, hidden), (dirs, 2 * gh), (batch,),
-                    (dirs, batch, hidden), (dirs, batch, hidden), (dirs, 3 * hidden)]
+        if xw.ndim != 4 or not dt.is_float(xw.dtype) or xw.shape[0] != dirs or xw.shape[3] != gh:
+            raise TypeInferenceError(f"nn.{cell.name} XW must be a float [{dirs}, seq, batch, {gh}] tensor, got {xw}")
+        _, seq, batch, _ = xw.shape
+        expected = [xw.shape, (dirs, hidden, gh), (dirs, 2 * gh), (batch,), (dirs, batch, hidden),
+                    (dirs, batch, hidden), (dirs, 3 * hidden)]
         for t, name, shape in zip(ts, names, expected):
-            want = "int32" if name == "sequence_lens" else x.dtype
+            want = "int32" if name == "sequence_lens" else xw.dtype
             if t.shape != shape or t.dtype != want:
                 raise TypeInferenceError(f"nn.{cell.name} {name}: got {t}, expected {want}{list(shape)}")
         if len(attrs.activations) != dirs * cell.activations:
             raise TypeInferenceError(f"nn.{cell.name} needs {dirs * cell.activations} activations "
                                      f"({cell.activations} per direction), got {len(attrs.activations)}")
-        state = TensorType((dirs, batch, hidden), x.dtype)
-        return TupleType((TensorType((seq, dirs, batch, hidden), x.dtype), *[state] * cell.states))
+        state = TensorType((dirs, batch, hidden), xw.dtype)
+        return TupleType((TensorType((seq, dirs, batch, hidden), xw.dtype), *[state] * cell.states))
 
     return rel
 
@@ -104,20 +104,20 @@ def _direction_acts(cell: Cell, attrs: RecurrentAttrs, d: int) -> tuple[Activati
 # ------------------------------------------------------------------ reference
 def _reference(cell: Cell) -> Reference:
     def ref(args: list[np.ndarray], attrs: RecurrentAttrs) -> tuple[np.ndarray, ...]:
-        x, w, r, b, lens, h0 = args[:6]
-        c0, p = (args[6], args[7]) if cell is LSTM else (np.zeros_like(h0), None)
-        seq, batch, _ = x.shape
-        dirs, hidden, gh = attrs.direction.count, attrs.hidden_size, cell.gates * attrs.hidden_size
-        y = np.zeros((seq, dirs, batch, hidden), x.dtype)
+        xw, rt, b, lens, h0 = args[:5]
+        c0, p = (args[5], args[6]) if cell is LSTM else (np.zeros_like(h0), None)
+        dirs, seq, batch, gh = xw.shape
+        hidden = attrs.hidden_size
+        y = np.zeros((seq, dirs, batch, hidden), xw.dtype)
         y_h, y_c = h0.copy(), c0.copy()
         for d in range(dirs):
-            step = NpStep(r[d], b[d, gh:], None if p is None else p[d], _direction_acts(cell, attrs, d),
+            step = NpStep(rt[d].T, b[d, gh:], None if p is None else p[d], _direction_acts(cell, attrs, d),
                           attrs.clip, attrs.linear_before_reset, attrs.input_forget)
             h, c = h0[d], c0[d]
             order = range(seq - 1, -1, -1) if attrs.direction.reversed(d) else range(seq)
             for t in order:
                 valid = (t < lens)[:, None]
-                new_h, new_c = cell.np_step(step, x[t] @ w[d].T + b[d, :gh], h, c)
+                new_h, new_c = cell.np_step(step, xw[d, t] + b[d, :gh], h, c)
                 h, c = np.where(valid, new_h, h), np.where(valid, new_c, c)
                 y[t, d] = np.where(valid, new_h, 0)
             started = (lens > 0)[:, None]  # a row of length 0 ends with zero state
@@ -132,7 +132,7 @@ def _layer_body(cell: Cell, attrs: RecurrentAttrs, seq: int, batch: int) -> Exte
     hidden = attrs.hidden_size
 
     def body(ins: tuple[Buffer, ...], out: Buffer) -> S.Stmt:
-        xw, r, b, lens, h0 = ins[:5]
+        xw, rt, b, lens, h0 = ins[:5]
         c0, p = (ins[5], ins[6]) if cell is LSTM else (None, None)
         gates = Buffer(f"{cell.name}_gates", (cell.gates * hidden,), out.dtype)
         parts: list[S.Stmt] = []
@@ -144,7 +144,7 @@ def _layer_body(cell: Cell, attrs: RecurrentAttrs, seq: int, batch: int) -> Exte
                                   (E.IntImm(seq + row), E.IntImm(d), n, j))
                     for row, src in enumerate((h0, c0)) if src is not None]
             parts.append(te.loop_nest([n_ax, j_ax], S.seq(*init)))
-            cx = StepContext(out, gates, xw, r, b, p, seq, hidden, d, t, n, _direction_acts(cell, attrs, d),
+            cx = StepContext(out, gates, xw, rt, b, p, seq, hidden, d, t, n, _direction_acts(cell, attrs, d),
                              attrs.clip, attrs.linear_before_reset, attrs.input_forget)
             zero_ax = te.axis(hidden, "j")
             skipped = te.loop_nest([zero_ax], S.BufferStore(out, E.const(0, out.dtype),
@@ -160,21 +160,17 @@ def _layer_body(cell: Cell, attrs: RecurrentAttrs, seq: int, batch: int) -> Exte
 def _compute(cell: Cell) -> Compute:
     def compute(inputs: list[te.Tensor], attrs: RecurrentAttrs, out: TupleType,
                 sched: ScheduleContext) -> tuple[te.Tensor, ...]:
-        x, w, r, b, lens, h0 = inputs[:6]
-        seq, batch, width = x.shape
-        dirs, hidden = attrs.direction.count, attrs.hidden_size
-        k = te.reduce_axis(width, "k")
-        xw = te.compute((seq, dirs, batch, cell.gates * hidden),
-                        lambda t, d, n, g: te.sum(E.mul(x[t, n, k.var], w[d, g, k.var]), k),
-                        name=f"{cell.name}_xw")
-        state = te.extern((seq + cell.states, dirs, batch, hidden), [xw, r, b, lens, h0, *inputs[6:]],
-                          _layer_body(cell, attrs, seq, batch), name=f"{cell.name}_layer", dtype=x.dtype)
+        xw, lens = inputs[0], inputs[3]
+        dirs, seq, batch, _ = xw.shape
+        hidden = attrs.hidden_size
+        state = te.extern((seq + cell.states, dirs, batch, hidden), inputs, _layer_body(cell, attrs, seq, batch),
+                          name=f"{cell.name}_layer", dtype=xw.dtype)
         y = te.compute((seq, dirs, batch, hidden), lambda t, d, n, j: state[t, d, n, j], name=f"{cell.name}_y")
 
         def final(row: int) -> te.Tensor:
             # a row of length 0 ends with zero state, not its initial one, as in onnxruntime
             return te.compute((dirs, batch, hidden), lambda d, n, j: E.select(
-                E.gt(lens[n], E.const(0, "int32")), state[seq + row, d, n, j], E.const(0, x.dtype)),
+                E.gt(lens[n], E.const(0, "int32")), state[seq + row, d, n, j], E.const(0, xw.dtype)),
                 name=f"{cell.name}_final{row}")
 
         finals = tuple(final(row) for row in range(cell.states))

@@ -1,9 +1,9 @@
 """One time step of each recurrent cell (LSTM, GRU, RNN), as TIR and as NumPy.
 
-The layer kernel (recurrent.py) projects the input of every step up front
-(`xw[t, d, n, g]`, one matmul over all steps) and runs a loop over time whose
-body is the cell's `step`: the recurrent matmul H·R^T into a small `gates`
-scratch, then the gate arithmetic, fused per hidden unit. The state lives in
+The layer's input projection is done up front (`xw[d, t, n, g]`, one matmul
+over all steps, before the op); the kernel (recurrent.py) runs a loop over
+time whose body is the cell's `step`: the recurrent matmul H·R^T into a small
+`gates` scratch, then the gate arithmetic, fused per hidden unit. The state lives in
 rows of the kernel's own result (see `StepContext`) and is updated in place:
 unit j's new value depends only on unit j's old one once the matmul is done.
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from ...tir import expr as E
 from ...tir import stmt as S
-from ...tir.buffer import Buffer, Scope
+from ...tir.buffer import Buffer
 from .recurrent_activation import Activation, apply, apply_np
 
 
@@ -36,8 +36,8 @@ class StepContext:
 
     out: Buffer
     gates: Buffer  # [gates * hidden] scratch for one step's pre-activations
-    xw: Buffer  # [steps, dirs, batch, gates * hidden]: X·W^T for every step
-    r: Buffer  # [dirs, gates * hidden, hidden]
+    xw: Buffer  # [dirs, steps, batch, gates * hidden]: X·W^T for every step
+    rt: Buffer  # [dirs, hidden, gates * hidden]: R transposed, so a gate row is contiguous
     b: Buffer  # [dirs, 2 * gates * hidden]: Wb then Rb
     p: Buffer | None  # [dirs, 3 * hidden] peepholes (LSTM)
     steps: int
@@ -68,7 +68,7 @@ class StepContext:
 
     def input_part(self, g: E.ExprLike, with_rb: bool = True) -> E.PrimExpr:
         """X·W^T plus Wb (and Rb) for gate row g."""
-        total = E.add(self.load(self.xw, self.t, self.d, self.n, g), self.load(self.b, self.d, g))
+        total = E.add(self.load(self.xw, self.d, self.t, self.n, g), self.load(self.b, self.d, g))
         if with_rb:
             total = E.add(total, self.rb(g))
         return total
@@ -85,20 +85,25 @@ class StepContext:
     def act(self, k: int, v: E.PrimExpr) -> E.PrimExpr:
         return apply(self.acts[k], self.bound(v))
 
-    def recurrent(self, first: int, count: int, init: Callable[[E.Var], E.PrimExpr],
+    def recurrent(self, first: int, count: int, init: Callable[[E.PrimExpr], E.PrimExpr],
                   state: Callable[[E.Var], E.PrimExpr]) -> S.Stmt:
-        """gates[first + g] = init(g) + sum_k state(k) * R[d, first + g, k], for g < count."""
+        """gates[first + g] = init(g) + sum_k state(k) * R[d, first + g, k], for g < count.
+
+        k runs outside g: the inner loop streams a row of R^T into the gate
+        rows, contiguous on both sides, which gcc vectorises without
+        reassociating a sum (a per-row dot product would need -ffast-math,
+        and small register tiles of rows get turned into shuffles).
+        """
         g, k = E.Var("g"), E.Var("k")
         row = E.add(first, g)
-        acc = Buffer("acc", (1,), self.dtype, Scope.LOCAL)
-        acc_now = self.load(acc, 0)
-        term = E.mul(state(k), self.load(self.r, self.d, row, k))
-        body = S.seq(
-            S.BufferStore(acc, init(g), (E.IntImm(0),)),
-            S.For(k, E.IntImm(self.hidden), S.BufferStore(acc, E.add(acc_now, term), (E.IntImm(0),))),
-            S.BufferStore(self.gates, acc_now, (row,)),
-        )
-        return S.Allocate(acc, S.For(g, E.IntImm(count), body))
+        init_rows = S.For(g, E.IntImm(count), S.BufferStore(self.gates, init(g), (row,)))
+
+        def accumulate(h_k: E.Var) -> S.Stmt:
+            term = E.mul(h_k, self.load(self.rt, self.d, k, row))
+            return S.For(g, E.IntImm(count), S.BufferStore(self.gates, E.add(self.gate(row), term), (row,)))
+
+        # state(k) bound once per k: it may read `gates` (GRU's reset gate), which the inner loop writes
+        return S.seq(init_rows, S.For(k, E.IntImm(self.hidden), _let("h_k", state(k), accumulate)))
 
     def per_unit(self, count: int, body: Callable[[E.Var], S.Stmt]) -> S.Stmt:
         j = E.Var("j")
@@ -191,7 +196,7 @@ def _lstm_step(cx: StepContext) -> S.Stmt:
 class NpStep:
     """One step for all batch rows in NumPy: gates_x = Xt·W^T + Wb, already computed."""
 
-    r: np.ndarray  # [gates * hidden, hidden]
+    r: np.ndarray  # [gates * hidden, hidden] (as ONNX has it: the reference transposes back)
     rb: np.ndarray  # [gates * hidden]
     p: np.ndarray | None
     acts: tuple[Activation, ...]

@@ -1,9 +1,12 @@
 """Converters for the recurrent layers LSTM, GRU and RNN.
 
-Each node becomes one `nn.lstm` / `nn.gru` / `nn.rnn` call (a loop over time,
-see op/nn/recurrent.py) with every optional input made explicit: zero bias,
-state and peepholes, and `sequence_lens` set to the full length. Layout 1
-(batch first, opset 14) is transposes around the call.
+Each node becomes the input projection of every step, one matmul
+X·W^T, then one `nn.lstm` / `nn.gru` / `nn.rnn` call (a loop over time, see
+op/nn/recurrent.py) with every optional input made explicit: zero bias,
+state and peepholes, and `sequence_lens` set to the full length. W and R are
+transposed so a gate row is contiguous; for weights, constant folding does
+that once at compile time. Layout 1 (batch first, opset 14) is transposes
+around the call.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 
 from ....op import elemwise as ew
 from ....op import transform as tf
+from ....op.nn import matmul as mm
 from ....op.nn import recurrent as rec
 from ....op.nn.recurrent_activation import ALPHA_DEFAULTS, BETA_DEFAULTS, Activation, parse_kind
 from ....op.nn.recurrent_cells import GRU, LSTM, RNN, Cell
@@ -24,6 +28,7 @@ from ..registry import converter
 
 _BATCH_FIRST = (1, 0, 2)  # [batch, seq|dirs, ...] <-> [seq|dirs, batch, ...]
 _Y_BATCH_FIRST = (2, 0, 1, 3)  # Y [seq, dirs, batch, hidden] -> [batch, seq, dirs, hidden]
+_SWAP_LAST = (0, 2, 1)  # W, R [dirs, gates*hidden, k] -> [dirs, k, gates*hidden]
 
 
 def _text(value: object) -> str:
@@ -71,10 +76,12 @@ def _layer(node: Node, ctx: ImportContext, cell: Cell, op: Op) -> list[Expr]:
 
     if batch_first:
         x = tf.transpose(x, axes=_BATCH_FIRST)
-    seq, batch, _ = ctx.shape_of(x)
+    seq, batch, width = ctx.shape_of(x)
     dtype = ctx.dtype_of(x)
     w_shape = ctx.shape_of(w)
     hidden = int(node.attr("hidden_size", w_shape[1] // cell.gates))
+    if w_shape[0] not in (1, 2) or w_shape[2] != width:
+        raise node.error(f"W has shape {list(w_shape)}, expected [dirs, gates*hidden, {width}]")
     try:
         direction = rec.Direction(_text(node.attr("direction", "forward")))
     except ValueError:
@@ -88,7 +95,10 @@ def _layer(node: Node, ctx: ImportContext, cell: Cell, op: Op) -> list[Expr]:
     elif ctx.dtype_of(lens) != "int32":
         lens = ew.cast(lens, dtype="int32")
     h0 = state(5)
-    inputs = [x, w, r, b if b is not None else _zeros((dirs, 2 * gh), dtype), lens,
+    # [seq*batch, width] · [dirs, width, gates*hidden] -> [dirs, seq*batch, gates*hidden]
+    xw = mm.matmul(tf.reshape(x, newshape=(seq * batch, width)), tf.transpose(w, axes=_SWAP_LAST))
+    xw = tf.reshape(xw, newshape=(w_shape[0], seq, batch, w_shape[1]))
+    inputs = [xw, tf.transpose(r, axes=_SWAP_LAST), b if b is not None else _zeros((dirs, 2 * gh), dtype), lens,
               h0 if h0 is not None else _zeros((dirs, batch, hidden), dtype)]
     if cell is LSTM:
         c0, p = state(6), node.optional_input(7)
