@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import tessera
-from tessera.errors import ConversionError
+from tessera.errors import ConversionError, InvalidValueError, KernelFailure
 from tessera.frontend import from_onnx
 from tessera.op.nn import recurrent as rec
 from tessera.backend.build_module import bind_params
@@ -239,6 +239,22 @@ def test_missing_outputs_are_optional():
     model.graph.output.append(helper.make_tensor_value_info("Y_c", F, None))
     model.graph.node[0].output[:] = ["", "", "Y_c"]
     check(model, feeds)
+
+
+def test_sequence_length_out_of_range_fails_at_run_time():
+    model, feeds = layer_model("GRU", 5, batch=2, runtime=("X", "sequence_lens"))
+    mod, params = from_onnx(model)
+    lib = tessera.build(mod, params=params)
+    lib(feeds["X"], np.array([5, 0], np.int32))  # both ends of the range are valid
+    for bad in ([6, 1], [2, -1]):
+        with pytest.raises(KernelFailure, match="TS_ERROR_INDEX_OUT_OF_RANGE"):
+            lib(feeds["X"], np.array(bad, np.int32))
+
+
+def test_constant_sequence_length_out_of_range_is_refused_at_import():
+    model, feeds = layer_model("RNN", 5, batch=2, runtime=("X", "sequence_lens"))
+    with pytest.raises(InvalidValueError, match=r"sequence length 7 is out of range for 5 steps \(valid: 0..5\)"):
+        from_onnx(model, constant_inputs={"sequence_lens": np.array([7, 1], np.int32)})
 
 
 @pytest.mark.parametrize("attrs,message", [

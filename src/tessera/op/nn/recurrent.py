@@ -28,7 +28,8 @@ import numpy as np
 
 from ... import dtype as dt
 from ... import te
-from ...errors import TypeInferenceError
+from ...crt.status import Status
+from ...errors import InvalidValueError, TypeInferenceError
 from ...relay.ty import TensorType, TupleType, Type
 from ...te.extern import ExternBody
 from ...tir import expr as E
@@ -38,7 +39,7 @@ from .._util import as_tensor
 from ..registry import Compute, Op, OpPattern, Reference, TypeRelation, register_op
 from ..schedule_context import ScheduleContext
 from .recurrent_activation import Activation
-from .recurrent_cells import CELLS, GRU, LSTM, RNN, Cell, NpStep, StepContext
+from .recurrent_cells import GRU, LSTM, RNN, Cell, NpStep, StepContext
 
 
 class Direction(enum.Enum):
@@ -101,9 +102,21 @@ def _direction_acts(cell: Cell, attrs: RecurrentAttrs, d: int) -> tuple[Activati
     return attrs.activations[d * cell.activations:(d + 1) * cell.activations]
 
 
+def _lengths_in_range(shapes: list[tuple[int, ...]], values: list[np.ndarray | None], attrs: object) -> None:
+    """A sequence length lies in [0, steps], as for ReverseSequence."""
+    lens, steps = values[3], shapes[0][1]
+    if lens is None:
+        return
+    bad = (np.asarray(lens) < 0) | (np.asarray(lens) > steps)
+    if bad.any():
+        raise InvalidValueError(f"sequence length {np.asarray(lens)[bad].flat[0]} is out of range for "
+                                f"{steps} steps (valid: 0..{steps})")
+
+
 # ------------------------------------------------------------------ reference
 def _reference(cell: Cell) -> Reference:
     def ref(args: list[np.ndarray], attrs: RecurrentAttrs) -> tuple[np.ndarray, ...]:
+        _lengths_in_range([a.shape for a in args], list(args), attrs)
         xw, rt, b, lens, h0 = args[:5]
         c0, p = (args[5], args[6]) if cell is LSTM else (np.zeros_like(h0), None)
         dirs, seq, batch, gh = xw.shape
@@ -160,11 +173,16 @@ def _layer_body(cell: Cell, attrs: RecurrentAttrs, seq: int, batch: int) -> Exte
 def _compute(cell: Cell) -> Compute:
     def compute(inputs: list[te.Tensor], attrs: RecurrentAttrs, out: TupleType,
                 sched: ScheduleContext) -> tuple[te.Tensor, ...]:
-        xw, lens = inputs[0], inputs[3]
+        xw = inputs[0]
         dirs, seq, batch, _ = xw.shape
         hidden = attrs.hidden_size
-        state = te.extern((seq + cell.states, dirs, batch, hidden), inputs, _layer_body(cell, attrs, seq, batch),
-                          name=f"{cell.name}_layer", dtype=xw.dtype)
+        # the lengths pass through a checked copy, so a kernel given one out of range fails before it starts
+        ok = te.check((batch,), lambda n: E.logical_and(E.ge(inputs[3][n], E.const(0, "int32")),
+                                                        E.le(inputs[3][n], E.const(seq, "int32"))),
+                      Status.INDEX_OUT_OF_RANGE)
+        lens = te.compute((batch,), lambda n: inputs[3][n], name=f"{cell.name}_lengths", checks=(ok,))
+        state = te.extern((seq + cell.states, dirs, batch, hidden), [xw, *inputs[1:3], lens, *inputs[4:]],
+                          _layer_body(cell, attrs, seq, batch), name=f"{cell.name}_layer", dtype=xw.dtype)
         y = te.compute((seq, dirs, batch, hidden), lambda t, d, n, j: state[t, d, n, j], name=f"{cell.name}_y")
 
         def final(row: int) -> te.Tensor:
@@ -182,7 +200,7 @@ def _compute(cell: Cell) -> Compute:
 def _register(cell: Cell) -> Op:
     return register_op(
         f"nn.{cell.name}", type_rel=_type_rel(cell), reference=_reference(cell), pattern=OpPattern.OPAQUE,
-        compute=_compute(cell), attrs=RecurrentAttrs, num_inputs=len(_input_names(cell)),
+        compute=_compute(cell), attrs=RecurrentAttrs, num_inputs=len(_input_names(cell)), validate=_lengths_in_range,
         doc=f"One {cell.name.upper()} layer over a whole sequence (ONNX {cell.name.upper()}): Y, Y_h"
             + (", Y_c" if cell is LSTM else "") + ".",
     )
