@@ -200,9 +200,9 @@ def test_tagger_model_matches_onnxruntime(executor):
     check(tagger_model(50), {"X": x}, executor)
 
 
-def _kernel_source(seq: int) -> str:
+def _kernel_source(seq: int, target: str) -> str:
     mod, params = from_onnx(tagger_model(seq))
-    lib = tessera.build(mod, params=params, executor="aot", mod_name="tagger")
+    lib = tessera.build(mod, target=target, params=params, executor="aot", mod_name="tagger")
     return "\n".join(f.text for f in lib.sources() if "_kernels" in f.name)
 
 
@@ -214,9 +214,10 @@ def _structure(source: str) -> str:
     return re.sub(r"\d+", "0", source)
 
 
-def test_code_does_not_grow_with_sequence_length():
+@pytest.mark.parametrize("target", ["c", "c -mcpu=cortex-m4"])  # input projected up front / per step
+def test_code_does_not_grow_with_sequence_length(target):
     """The time loop is a loop: 10 and 200 steps give the same kernels, differing only in constants."""
-    short, long = _kernel_source(10), _kernel_source(200)
+    short, long = _kernel_source(10, target), _kernel_source(200, target)
     functions = lambda src: re.findall(r"^TS_EXPORT int32_t (\w+)\(", src, re.M)  # noqa: E731
     assert functions(short) == functions(long) and len(functions(short)) >= 2
     assert _structure(short) == _structure(long)
@@ -268,14 +269,22 @@ def test_bad_attributes_are_refused(attrs, message):
 
 
 # ------------------------------------------------------------ on a microcontroller
-def test_gru_on_cortex_m4():
-    """AOT C of a bidirectional GRU runs on an emulated Cortex-M4 (mps2-an386) and matches onnxruntime."""
-    model, feeds = layer_model("GRU", 20, batch=1, width=6, hidden=16, direction="bidirectional",
-                               runtime=("X", "initial_h"))
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_layer_on_cortex_m4(op):
+    """AOT C of a bidirectional layer runs on an emulated Cortex-M4 (mps2-an386) and matches onnxruntime.
+
+    There the input is projected step by step: no buffer of steps x gates,
+    so the planned pool is smaller than on a host, which projects every step
+    up front with the matmul kernel."""
+    runtime = ("X", "sequence_lens", "initial_h") + (("initial_c",) if op == "LSTM" else ())
+    model, feeds = layer_model(op, 20, batch=2, width=6, hidden=16, direction="bidirectional", runtime=runtime)
     expected = ort_run(model, feeds)
     mod, params = from_onnx(model)
-    lib = tessera.build(mod, target="c -mcpu=cortex-m4", params=params, executor="aot", mod_name="gru")
-    outputs, run = lib.run_board("mps2-an386", [feeds["X"], feeds["initial_h"]])
+    lib = tessera.build(mod, target="c -mcpu=cortex-m4", params=params, executor="aot", mod_name="layer")
+    outputs, run = lib.run_board("mps2-an386", [feeds[i.name] for i in model.graph.input])
     for a, e in zip(outputs, expected):
         np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
-    assert run.sizes.arena > 0  # the input projection and the state live in the planned pool, not on the heap
+    host = tessera.build(mod, params=params, executor="aot", mod_name="layer")
+    projection = 20 * 2 * 2 * GATES[op] * 16 * 4  # steps x dirs x batch x gate rows, float32
+    assert lib.program.pool_size <= host.program.pool_size - projection
+    assert 0 < run.sizes.arena < host.program.pool_size

@@ -1,9 +1,9 @@
 """One time step of each recurrent cell (LSTM, GRU, RNN), as TIR and as NumPy.
 
-The layer's input projection is done up front (`xw[d, t, n, g]`, one matmul
-over all steps, before the op); the kernel (recurrent.py) runs a loop over
-time whose body is the cell's `step`: the recurrent matmul H·R^T into a small
-`gates` scratch, then the gate arithmetic, fused per hidden unit. The state lives in
+The layer kernel (recurrent.py) projects the input (X·W^T, for all steps up
+front or per step) and runs a loop over time whose body is the cell's `step`:
+the recurrent matmul H·R^T into a small `gates` scratch, then the gate
+arithmetic, fused per hidden unit. The state lives in
 rows of the kernel's own result (see `StepContext`) and is updated in place:
 unit j's new value depends only on unit j's old one once the matmul is done.
 
@@ -36,7 +36,7 @@ class StepContext:
 
     out: Buffer
     gates: Buffer  # [gates * hidden] scratch for one step's pre-activations
-    xw: Buffer  # [dirs, steps, batch, gates * hidden]: X·W^T for every step
+    xw: Buffer  # X·W^T for every step, or for this one (see `projected`)
     rt: Buffer  # [dirs, hidden, gates * hidden]: R transposed, so a gate row is contiguous
     b: Buffer  # [dirs, 2 * gates * hidden]: Wb then Rb
     p: Buffer | None  # [dirs, 3 * hidden] peepholes (LSTM)
@@ -66,9 +66,17 @@ class StepContext:
     def gate(self, g: E.ExprLike) -> E.PrimExpr:
         return self.load(self.gates, g)
 
+    def projected(self, g: E.ExprLike) -> E.PrimExpr:
+        """X·W^T at this step for gate row g: computed for every step up front ([dirs, steps * batch,
+        gates*hidden]), or for this step and batch row only ([gates*hidden])."""
+        if len(self.xw.shape) == 1:
+            return self.load(self.xw, g)
+        batch = self.xw.shape[1] // self.steps
+        return self.load(self.xw, self.d, E.add(E.mul(self.t, batch), self.n), g)
+
     def input_part(self, g: E.ExprLike, with_rb: bool = True) -> E.PrimExpr:
         """X·W^T plus Wb (and Rb) for gate row g."""
-        total = E.add(self.load(self.xw, self.d, self.t, self.n, g), self.load(self.b, self.d, g))
+        total = E.add(self.projected(g), self.load(self.b, self.d, g))
         if with_rb:
             total = E.add(total, self.rb(g))
         return total
@@ -87,23 +95,8 @@ class StepContext:
 
     def recurrent(self, first: int, count: int, init: Callable[[E.PrimExpr], E.PrimExpr],
                   state: Callable[[E.Var], E.PrimExpr]) -> S.Stmt:
-        """gates[first + g] = init(g) + sum_k state(k) * R[d, first + g, k], for g < count.
-
-        k runs outside g: the inner loop streams a row of R^T into the gate
-        rows, contiguous on both sides, which gcc vectorises without
-        reassociating a sum (a per-row dot product would need -ffast-math,
-        and small register tiles of rows get turned into shuffles).
-        """
-        g, k = E.Var("g"), E.Var("k")
-        row = E.add(first, g)
-        init_rows = S.For(g, E.IntImm(count), S.BufferStore(self.gates, init(g), (row,)))
-
-        def accumulate(h_k: E.Var) -> S.Stmt:
-            term = E.mul(h_k, self.load(self.rt, self.d, k, row))
-            return S.For(g, E.IntImm(count), S.BufferStore(self.gates, E.add(self.gate(row), term), (row,)))
-
-        # state(k) bound once per k: it may read `gates` (GRU's reset gate), which the inner loop writes
-        return S.seq(init_rows, S.For(k, E.IntImm(self.hidden), _let("h_k", state(k), accumulate)))
+        """gates[first + g] = init(g) + sum_k state(k) * R[d, first + g, k], for g < count."""
+        return matvec_rows(self.gates, first, count, init, state, self.rt, self.d)
 
     def per_unit(self, count: int, body: Callable[[E.Var], S.Stmt]) -> S.Stmt:
         j = E.Var("j")
@@ -113,6 +106,28 @@ class StepContext:
         """The new hidden state of unit j: into the state row and into Y at this step."""
         return S.seq(S.BufferStore(self.out, value, (E.IntImm(self.steps), E.IntImm(self.d), self.n, j)),
                      S.BufferStore(self.out, self.h(j), (self.t, E.IntImm(self.d), self.n, j)))
+
+
+def matvec_rows(dest: Buffer, first: int, count: int, init: Callable[[E.PrimExpr], E.PrimExpr],
+                coeff: Callable[[E.Var], E.PrimExpr], matrix: Buffer, d: int) -> S.Stmt:
+    """dest[first + g] = init(g) + sum_k coeff(k) * matrix[d, k, first + g], for g < count.
+
+    k runs outside g: the inner loop streams a row of the (transposed)
+    weight into `dest`, contiguous on both sides, which gcc vectorises
+    without reassociating a sum (a per-row dot product would need
+    -ffast-math, and small register tiles of rows get turned into shuffles).
+    """
+    g, k = E.Var("g"), E.Var("k")
+    row = E.add(first, g)
+    init_rows = S.For(g, E.IntImm(count), S.BufferStore(dest, init(g), (row,)))
+
+    def accumulate(c_k: E.Var) -> S.Stmt:
+        term = E.mul(c_k, E.BufferLoad(matrix, (E.IntImm(d), k, row), matrix.dtype))
+        return S.For(g, E.IntImm(count), S.BufferStore(dest, E.add(E.BufferLoad(dest, (row,), dest.dtype), term),
+                                                       (row,)))
+
+    # coeff(k) bound once per k: it may read `dest` (GRU's reset gate), which the inner loop writes
+    return S.seq(init_rows, S.For(k, E.IntImm(matrix.shape[1]), _let("c_k", coeff(k), accumulate)))
 
 
 def _let(name: str, value: E.PrimExpr, body: Callable[[E.Var], S.Stmt]) -> S.Stmt:

@@ -1,12 +1,11 @@
 """Converters for the recurrent layers LSTM, GRU and RNN.
 
-Each node becomes the input projection of every step, one matmul
-X·W^T, then one `nn.lstm` / `nn.gru` / `nn.rnn` call (a loop over time, see
-op/nn/recurrent.py) with every optional input made explicit: zero bias,
-state and peepholes, and `sequence_lens` set to the full length. W and R are
-transposed so a gate row is contiguous; for weights, constant folding does
-that once at compile time. Layout 1 (batch first, opset 14) is transposes
-around the call.
+Each node becomes one `nn.lstm` / `nn.gru` / `nn.rnn` call (a loop over
+time, see op/nn/recurrent.py) with every optional input made explicit: zero
+bias, state and peepholes, and `sequence_lens` set to the full length. W and
+R are transposed so a gate row is contiguous; for weights, constant folding
+does that once at compile time. Layout 1 (batch first, opset 14) is
+transposes around the call.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import numpy as np
 
 from ....op import elemwise as ew
 from ....op import transform as tf
-from ....op.nn import matmul as mm
 from ....op.nn import recurrent as rec
 from ....op.nn.recurrent_activation import ALPHA_DEFAULTS, BETA_DEFAULTS, Activation, parse_kind
 from ....op.nn.recurrent_cells import GRU, LSTM, RNN, Cell
@@ -95,10 +93,7 @@ def _layer(node: Node, ctx: ImportContext, cell: Cell, op: Op) -> list[Expr]:
     elif ctx.dtype_of(lens) != "int32":
         lens = ew.cast(lens, dtype="int32")
     h0 = state(5)
-    # [seq*batch, width] · [dirs, width, gates*hidden] -> [dirs, seq*batch, gates*hidden]
-    xw = mm.matmul(tf.reshape(x, newshape=(seq * batch, width)), tf.transpose(w, axes=_SWAP_LAST))
-    xw = tf.reshape(xw, newshape=(w_shape[0], seq, batch, w_shape[1]))
-    inputs = [xw, tf.transpose(r, axes=_SWAP_LAST), b if b is not None else _zeros((dirs, 2 * gh), dtype), lens,
+    inputs = [x, tf.transpose(w, axes=_SWAP_LAST), tf.transpose(r, axes=_SWAP_LAST), b if b is not None else _zeros((dirs, 2 * gh), dtype), lens,
               h0 if h0 is not None else _zeros((dirs, batch, hidden), dtype)]
     if cell is LSTM:
         c0, p = state(6), node.optional_input(7)
