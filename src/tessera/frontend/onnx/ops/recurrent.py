@@ -60,8 +60,9 @@ def activations(node: Node, cell: Cell, dirs: int) -> tuple[Activation, ...]:
     return tuple(result)
 
 
-def _zeros(shape: Sequence[int], dtype: str) -> Constant:
-    return Constant(np.zeros(tuple(shape), dtype))
+def _or_zeros(given: Expr | None, shape: Sequence[int], dtype: str) -> Expr:
+    """An optional input, zeros when absent (the ONNX default of bias, states and peepholes)."""
+    return given if given is not None else Constant(np.zeros(tuple(shape), dtype))
 
 
 def _layer(node: Node, ctx: ImportContext, cell: Cell, op: Op) -> list[Expr]:
@@ -86,19 +87,16 @@ def _layer(node: Node, ctx: ImportContext, cell: Cell, op: Op) -> list[Expr]:
         raise node.error(f"direction {node.attr('direction')!r} is not valid; expected one of "
                          f"{', '.join(d.value for d in rec.Direction)}") from None
     dirs, gh = direction.count, cell.gates * hidden
-    b = node.optional_input(3)
     lens = node.optional_input(4)
     if lens is None:
         lens = Constant(np.full((batch,), seq, np.int32))
     elif ctx.dtype_of(lens) != "int32":
         lens = ew.cast(lens, dtype="int32")
-    h0 = state(5)
-    inputs = [x, tf.transpose(w, axes=_SWAP_LAST), tf.transpose(r, axes=_SWAP_LAST), b if b is not None else _zeros((dirs, 2 * gh), dtype), lens,
-              h0 if h0 is not None else _zeros((dirs, batch, hidden), dtype)]
+    states = (dirs, batch, hidden)
+    inputs = [x, tf.transpose(w, axes=_SWAP_LAST), tf.transpose(r, axes=_SWAP_LAST),
+              _or_zeros(node.optional_input(3), (dirs, 2 * gh), dtype), lens, _or_zeros(state(5), states, dtype)]
     if cell is LSTM:
-        c0, p = state(6), node.optional_input(7)
-        inputs += [c0 if c0 is not None else _zeros((dirs, batch, hidden), dtype),
-                   p if p is not None else _zeros((dirs, 3 * hidden), dtype)]
+        inputs += [_or_zeros(state(6), states, dtype), _or_zeros(node.optional_input(7), (dirs, 3 * hidden), dtype)]
     clip = node.attr("clip", None)
     # typed once here, so that the outputs share one call (typing each output alone would copy it)
     call = ctx.typed(op(*inputs, hidden_size=hidden, direction=direction,
