@@ -154,8 +154,10 @@ def _layer_body(cell: Cell, attrs: RecurrentAttrs, seq: int, batch: int, per_ste
     gh = cell.gates * hidden
 
     def body(ins: tuple[Buffer, ...], out: Buffer) -> S.Stmt:
-        source, (rt, b, lens, h0, *lstm) = ins[:2 if per_step else 1], ins[2 if per_step else 1:]
-        c0, p = (lstm[0], lstm[1]) if cell is LSTM else (None, None)
+        split = 2 if per_step else 1
+        source, rest = ins[:split], ins[split:]
+        rt, b, lens, h0 = rest[:4]
+        c0, p = (rest[4], rest[5]) if cell is LSTM else (None, None)
         gates = Buffer(f"{cell.name}_gates", (gh,), out.dtype)
         xw = Buffer(f"{cell.name}_projection", (gh,), out.dtype) if per_step else source[0]
         parts: list[S.Stmt] = []
