@@ -14,10 +14,10 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import tessera
+from tessera.backend.build_module import bind_params
 from tessera.errors import ConversionError, InvalidValueError, KernelFailure
 from tessera.frontend import from_onnx
 from tessera.op.nn import recurrent as rec
-from tessera.backend.build_module import bind_params
 from tessera.relay.expr import Call, Constant, Tuple, TupleGetItem
 from tessera.transform.fold_constant import fold_expr
 from tessera.transform.infer_type import infer_expr
