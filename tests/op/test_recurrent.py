@@ -258,6 +258,24 @@ def test_constant_sequence_length_out_of_range_is_refused_at_import():
         from_onnx(model, constant_inputs={"sequence_lens": np.array([7, 1], np.int32)})
 
 
+def test_hidden_size_defaults_to_the_weight_rows():
+    """onnxruntime requires hidden_size: onnx's reference implementation is the oracle."""
+    model, feeds = layer_model("GRU", 4)
+    node = model.graph.node[0]
+    kept = [a for a in node.attribute if a.name != "hidden_size"]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    check(model, feeds, oracle=lambda m, f: list(ReferenceEvaluator(m).run(None, f)))
+
+
+def test_weight_of_the_wrong_width_is_refused():
+    model, _ = layer_model("LSTM", 4)
+    w = next(i for i in model.graph.initializer if i.name == "W")
+    w.CopyFrom(numpy_helper.from_array(np.zeros((1, 28, 6), np.float32), "W"))
+    with pytest.raises(ConversionError, match=r"W has shape \[1, 28, 6\], expected \[dirs, gates\*hidden, 5\]"):
+        from_onnx(model)
+
+
 @pytest.mark.parametrize("attrs,message", [
     ({"direction": "sideways"}, "direction 'sideways' is not valid"),
     ({"activations": ["Tanh", "Tanh"]}, r"expected 1 functions"),
