@@ -382,8 +382,9 @@ class GraphImporter:
                 raise node.error(f"unsupported by tessera, and ONNX shape inference gives no static type for {missing}")
             out_types = tuple(types[o] for o in proto.output if o)
             opsets = tuple(sorted(self.opsets.items()))
-            call = opaque(*[i for i in node.inputs if i is not None], node=proto.SerializeToString(),
-                          opsets=opsets, output_types=out_types)
+            # typed once here, so that all outputs read one call (not one copy per output)
+            call = ctx.typed(opaque(*[i for i in node.inputs if i is not None], node=proto.SerializeToString(),
+                                    opsets=opsets, output_types=out_types))
             if len(out_types) == 1:
                 return [call]
             return [TupleGetItem(call, k) for k in range(len(out_types))]

@@ -164,5 +164,6 @@ def top_k(node: Node, ctx: ImportContext) -> list[Expr]:
         raise node.error(f"axis {axis} is out of range for a {len(shape)}-d input")
     if not 1 <= k <= shape[axis]:
         raise node.error(f"k={k} must be in 1..{shape[axis]} (the size of axis {axis})")
-    result = red.topk(x, k=k, axis=axis, largest=bool(int(node.attr("largest", 1))))
+    # typed once here: the importer types each output on its own, which would copy an untyped call per output
+    result = ctx.typed(red.topk(x, k=k, axis=axis, largest=bool(int(node.attr("largest", 1)))))
     return [TupleGetItem(result, 0), TupleGetItem(result, 1)]
