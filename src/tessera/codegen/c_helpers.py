@@ -89,6 +89,54 @@ DOT2_S8 = r"""static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0,
 }"""
 
 
+# two activation runs (positions a and a + da) against two weight rows (b and b + db), four sums: each
+# loaded word feeds two multiply-accumulates. da and db are constants at every call site, so gcc addresses
+# the second run and row with immediate offsets from the one pointer each operand pair advances.
+DOT2X2_S8 = r"""static inline void ts_dot2x2_int8(const int8_t* a, int32_t da, const int8_t* b, int32_t db, int32_t n,
+                                  int32_t* acc00, int32_t* acc01, int32_t* acc10, int32_t* acc11) {
+  int32_t s00 = *acc00, s01 = *acc01, s10 = *acc10, s11 = *acc11;
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+  for (; n > 0; n -= 16, a += 16, b += 16) {
+    mve_pred16_t p = vctp8q((uint32_t)n);
+    int8x16_t x0 = vldrbq_z_s8(a, p), x1 = vldrbq_z_s8(a + da, p);
+    int8x16_t y0 = vldrbq_z_s8(b, p), y1 = vldrbq_z_s8(b + db, p);
+    s00 = vmladavaq_p_s8(s00, x0, y0, p);
+    s01 = vmladavaq_p_s8(s01, x0, y1, p);
+    s10 = vmladavaq_p_s8(s10, x1, y0, p);
+    s11 = vmladavaq_p_s8(s11, x1, y1, p);
+  }
+#else
+#if defined(__ARM_FEATURE_DSP)
+  for (; n >= 4; n -= 4, a += 4, b += 4) {
+    uint32_t x, y0, y1;
+    memcpy(&y0, b, 4);
+    memcpy(&y1, b + db, 4);
+    uint32_t y0e = __sxtb16(y0), y0o = ts_sxtb16_ror8(y0), y1e = __sxtb16(y1), y1o = ts_sxtb16_ror8(y1);
+    memcpy(&x, a, 4);  /* position 0: its halves are dead before position 1's word is loaded */
+    uint32_t xe = __sxtb16(x), xo = ts_sxtb16_ror8(x);
+    s00 = __smlad(xo, y0o, __smlad(xe, y0e, s00));
+    s01 = __smlad(xo, y1o, __smlad(xe, y1e, s01));
+    memcpy(&x, a + da, 4);
+    xe = __sxtb16(x);
+    xo = ts_sxtb16_ror8(x);
+    s10 = __smlad(xo, y0o, __smlad(xe, y0e, s10));
+    s11 = __smlad(xo, y1o, __smlad(xe, y1e, s11));
+  }
+#endif
+  for (; n > 0; --n, ++a, ++b) {
+    int32_t x0 = a[0], x1 = a[da], y0 = b[0], y1 = b[db];
+    s00 += x0 * y0;
+    s01 += x0 * y1;
+    s10 += x1 * y0;
+    s11 += x1 * y1;
+  }
+#endif
+  *acc00 = s00;
+  *acc01 = s01;
+  *acc10 = s10;
+  *acc11 = s11;
+}"""
+
 # int32 saturated to int8's range: one SSAT instruction on cores with the
 # saturation extension (Cortex-M3 and up), two compares elsewhere.
 SSAT8 = r"""#if defined(__ARM_FEATURE_SAT)
@@ -104,7 +152,7 @@ static inline int32_t ts_ssat8_int32(int32_t a) {
 
 
 def helper_source(kind: str, dtype: str) -> str:
-    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8}
+    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8, "dot2x2": DOT2X2_S8}
     if kind in simd:
         return simd[kind]
     if kind == "ssat8":

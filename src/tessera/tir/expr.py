@@ -213,6 +213,11 @@ class Intrinsic(enum.Enum):
     # acc1 in place; args (BufferPtr a, BufferPtr b0, BufferPtr b1, n, acc0, acc1) with the accumulators
     # as loads of local scalars (made by tir/int8_dot_pairs.py)
     DOT2_INT8 = "dot2_int8"
+    # a statement (void): adds the dot products of runs a and a + da (two positions) with runs b and b + db
+    # (two weight rows) to four int32 scalars in place; args (BufferPtr a, da, BufferPtr b, db, n, acc00,
+    # acc01, acc10, acc11), acc<position><row> loads of local scalars, da and db constants
+    # (made by tir/int8_dot_quads.py)
+    DOT2X2_INT8 = "dot2x2_int8"
 
 
 @dataclass(frozen=True, slots=True)

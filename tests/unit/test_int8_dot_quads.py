@@ -1,0 +1,146 @@
+"""tir/int8_dot_quads.py: a position loop around paired channel dot products visits two positions per
+iteration with one DOT2X2_INT8 call (`ts_dot2x2_int8`), odd extents ending with one DOT2 step."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from tessera.codegen.c_source import CodeGenC
+from tessera.runtime.module import CSourceModule, build_and_load
+from tessera.target import Target
+from tessera.target.toolchain import SourceFile
+from tessera.tir import expr as E
+from tessera.tir import stmt as S
+from tessera.tir.buffer import Buffer, Scope
+from tessera.tir.functor import walk_expr
+from tessera.tir.int8_dot import use_int8_dot
+from tessera.tir.int8_dot_pairs import pair_int8_dots
+from tessera.tir.int8_dot_quads import quad_int8_dots
+from tessera.tir.simplify import constant_difference
+
+
+def position_dots(positions: int = 4, channels: int = 4, n: int = 37, run_step: int | None = None,
+                  weights_move: bool = False, extra: bool = False) -> S.PrimFunc:
+    """out[c, p] = clamp(sum_k a[p * step + k] * w[c, k] - 5) as int8, NCHW-like output: position loop p
+    around channel loop c, each sum in a local scalar (the shape `te.lower` gives a requantised conv).
+
+    run_step: distance between the runs of positions p and p + 1 (default n; 0: every position reads one
+    run); weights_move: the weight row also depends on p; extra: another statement beside the channel loop.
+    """
+    step = n if run_step is None else run_step
+    a = Buffer("a", (max(positions * step, 1) + n,), "int8")
+    w = Buffer("w", (channels + (positions if weights_move else 0), n), "int8")
+    out = Buffer("out", (channels, positions), "int8")
+    acc = Buffer("acc", (1,), "int32", Scope.LOCAL)
+    p, c, k = E.Var("p"), E.Var("c"), E.Var("k")
+    zero = E.IntImm(0)
+    row = E.add(c, p) if weights_move else c
+    product = E.mul(E.cast(E.BufferLoad(a, (E.add(E.mul(p, E.IntImm(step)), k),), "int8"), "int32"),
+                    E.cast(E.BufferLoad(w, (row, k), "int8"), "int32"))
+    total = E.BufferLoad(acc, (zero,), "int32")
+    narrowed = E.cast(E.minimum(E.maximum(E.sub(total, E.IntImm(5)), E.IntImm(-128)), E.IntImm(127)), "int8")
+    channel_loop = S.For(c, E.IntImm(channels), S.Allocate(acc, S.SeqStmt((
+        S.BufferStore(acc, E.IntImm(0), (zero,)),
+        S.For(k, E.IntImm(n), S.BufferStore(acc, E.add(total, product), (zero,))),
+        S.BufferStore(out, narrowed, (c, p))))))
+    body: S.Stmt = channel_loop
+    if extra:
+        body = S.SeqStmt((S.BufferStore(out, E.IntImm(0, "int8"), (E.IntImm(0), p)), channel_loop))
+    return S.PrimFunc("tsgen_position_dots", (a, w, out), S.For(p, E.IntImm(positions), body), 2)
+
+
+def _passes(func: S.PrimFunc) -> S.PrimFunc:
+    return quad_int8_dots(pair_int8_dots(use_int8_dot(func)))
+
+
+def _calls(func: S.PrimFunc) -> list[E.Call]:
+    return [s.value for s in S.walk_stmts(func.body) if isinstance(s, S.Evaluate) and isinstance(s.value, E.Call)]
+
+
+def _source(func: S.PrimFunc) -> str:
+    gen = CodeGenC()
+    gen.add_function(func)
+    return gen.source()
+
+
+def _run_on_host(func: S.PrimFunc, positions: int, channels: int, n: int, step: int, seed: int = 0) -> None:
+    """Build `func` with the host C compiler and compare its output with NumPy."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-10, 11, positions * step + n, dtype=np.int8)  # small values: sums mostly inside int8
+    w = rng.integers(-4, 5, (channels, n), dtype=np.int8)
+    out = np.zeros((channels, positions), np.int8)
+    gen = CodeGenC()
+    gen.add_function(func)
+    host = Target("c")
+    so = build_and_load(CSourceModule([SourceFile("quads.c", gen.source())], gen.function_names,
+                                      host.kind.toolchain(host)))
+    assert so.kernel(func.name)(*(ctypes.c_void_p(x.ctypes.data) for x in (a, w, out))) == 0
+    runs = np.stack([a[p * step:p * step + n] for p in range(positions)]).astype(np.int32)
+    expected = np.clip(w.astype(np.int32) @ runs.T - 5, -128, 127)
+    assert len(np.unique(expected)) > 6
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_two_positions_by_two_channels_per_call():
+    func = _passes(position_dots(positions=4, channels=4))
+    (call,) = _calls(func)
+    assert call.func is E.Intrinsic.DOT2X2_INT8 and call.dtype == "void"
+    run, run_step, rows, row_step, n, *accs = call.args
+    assert (run.buffer.name, rows.buffer.name) == ("a", "w")
+    assert (run_step.value, row_step.value, n.value) == (37, 37, 37)
+    assert len({id(a.buffer) for a in accs}) == 4 and all(a.buffer.scope is Scope.LOCAL for a in accs)
+    loops = [s for s in S.walk_stmts(func.body) if isinstance(s, S.For)]
+    assert [(f.loop_var.name, f.extent.value) for f in loops] == [("p2", 2), ("c2", 2)]
+    # one epilogue store per (position, channel), each reading its own accumulator
+    stores = [s for s in S.walk_stmts(func.body) if isinstance(s, S.BufferStore) and s.buffer.name == "out"]
+    read = [next(n.buffer for n in _loads(s.value) if n.buffer.scope is Scope.LOCAL) for s in stores]
+    assert len(stores) == 4 and len({id(b) for b in read}) == 4
+    text = _source(func)
+    assert "ts_dot2x2_int8(&a[((p2 * 2) * 37)], 37, &w[((c2 * 2) * 37)], 37, 37, " in text
+    assert "ts_dot2_int8(" not in text
+
+
+def _loads(e: E.PrimExpr) -> list[E.BufferLoad]:
+    return [n for n in walk_expr(e) if isinstance(n, E.BufferLoad)]
+
+
+@pytest.mark.parametrize(("positions", "n", "step"), [(4, 37, 37), (6, 16, 16), (3, 37, 37), (5, 8, 12), (2, 3, 3)],
+                         ids=["even, DSP tail", "even, whole words", "odd", "odd, gaps between runs", "short runs"])
+def test_the_calls_compute_the_loops(positions, n, step):
+    func = _passes(position_dots(positions=positions, channels=6, n=n, run_step=step))
+    assert _calls(func)[0].func is E.Intrinsic.DOT2X2_INT8
+    _run_on_host(func, positions, 6, n, step)
+
+
+def test_an_odd_extent_ends_with_one_paired_step_at_the_last_position():
+    func = _passes(position_dots(positions=3))
+    assert isinstance(func.body, S.SeqStmt)
+    quads, last = func.body.stmts
+    assert isinstance(quads, S.For) and quads.extent.value == 1
+    quad_call, pair_call = _calls(func)
+    assert (quad_call.func, pair_call.func) == (E.Intrinsic.DOT2X2_INT8, E.Intrinsic.DOT2_INT8)
+    assert isinstance(last, S.For) and last.loop_var.name == "c2"
+    assert "ts_dot2_int8(&a[74], " in _source(func)  # position 2 (the last) at 2 * 37
+
+
+@pytest.mark.parametrize("variant", [{"positions": 1}, {"run_step": 0}, {"channels": 3}, {"weights_move": True},
+                                     {"extra": True}],
+                         ids=["one position", "one run for all", "odd channels (no pairs)", "weights per position",
+                              "more than the channel loop"])
+def test_position_loops_that_cannot_pair_are_left_alone(variant):
+    func = pair_int8_dots(use_int8_dot(position_dots(**variant)))
+    assert quad_int8_dots(func) is func
+    assert "ts_dot2x2_int8" not in _source(func)
+
+
+def test_constant_difference():
+    x, y = E.Var("x"), E.Var("y")
+    a = E.mul(E.add(E.mul(x, E.IntImm(5)), y), E.IntImm(64))
+    moved = E.mul(E.add(E.mul(x, E.IntImm(5)), E.add(y, E.IntImm(1))), E.IntImm(64))
+    assert constant_difference(moved, a) == 64
+    assert constant_difference(a, a) == 0
+    assert constant_difference(E.mul(x, y), E.IntImm(0)) is None  # not affine: an opaque term
+    assert constant_difference(E.add(a, x), a) is None
