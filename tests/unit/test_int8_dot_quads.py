@@ -4,11 +4,13 @@ iteration with one DOT2X2_INT8 call (`ts_dot2x2_int8`), odd extents ending with 
 from __future__ import annotations
 
 import ctypes
+import subprocess
 
 import numpy as np
 import pytest
 
 from tessera.codegen.c_source import CodeGenC
+from tessera.micro import build_elf, get_board, run, symbol_range
 from tessera.runtime.module import CSourceModule, build_and_load
 from tessera.target import Target
 from tessera.target.toolchain import SourceFile
@@ -144,3 +146,54 @@ def test_constant_difference():
     assert constant_difference(a, a) == 0
     assert constant_difference(E.mul(x, y), E.IntImm(0)) is None  # not affine: an opaque term
     assert constant_difference(E.add(a, x), a) is None
+
+
+# ------------------------------------------------ on the boards: each ISA path of ts_dot2x2_int8
+# (board, the instruction its inner step must use, instructions it must not use): plain C on the M3,
+# the DSP extension (SMLAD) on the M4, Helium (VMLAVA, tail-predicated) on the M55
+ISA_PATHS = [("mps2-an385", None, ("smlad", "vmlava")), ("mps2-an386", "smlad", ("vmlava",)),
+             ("mps3-an547", "vmlava", ("smlad",))]
+BOARD_MAIN = r"""#include <stdio.h>
+#include <stdint.h>
+int32_t tsgen_position_dots(const int8_t* a, const int8_t* w, int8_t* out);
+static int8_t a[%(a)d], w[%(w)d], out[%(out)d];
+int main(void) {
+  for (int i = 0; i < %(a)d; ++i) a[i] = (int8_t)((i * 7 + 3) %% 21 - 10);
+  for (int i = 0; i < %(w)d; ++i) w[i] = (int8_t)((i * 5 + 1) %% 9 - 4);
+  if (tsgen_position_dots(a, w, out) != 0) return 1;
+  for (int i = 0; i < %(out)d; ++i) printf("%%d ", out[i]);
+  printf("\n");
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize(("board", "uses", "avoids"), ISA_PATHS, ids=[b for b, _, _ in ISA_PATHS])
+def test_each_isa_path_computes_the_loops_on_its_board(board, uses, avoids, tmp_path):
+    # 37: whole DSP words and a tail, two full MVE vectors and a predicated one; 5 positions: quads and a
+    # last paired step; runs 40 apart (gaps between them)
+    positions, channels, n, step = 5, 6, 37, 40
+    func = _passes(position_dots(positions=positions, channels=channels, n=n, run_step=step))
+    assert [c.func for c in _calls(func)] == [E.Intrinsic.DOT2X2_INT8, E.Intrinsic.DOT2_INT8]
+    sizes = {"a": positions * step + n, "w": channels * n, "out": channels * positions}
+    elf = build_elf(board, [SourceFile("kernel.c", _source(func)), SourceFile("main.c", BOARD_MAIN % sizes)], (),
+                    tmp_path, name="quads")
+    result = run(board, elf, timeout=60)
+    assert result.exit_code == 0, result.stderr
+    i = np.arange(sizes["a"])
+    a = ((i * 7 + 3) % 21 - 10).astype(np.int32)
+    w = ((np.arange(sizes["w"]) * 5 + 1) % 9 - 4).astype(np.int32).reshape(channels, n)
+    runs = np.stack([a[p * step:p * step + n] for p in range(positions)])
+    expected = np.clip(w @ runs.T - 5, -128, 127)
+    assert len(np.unique(expected)) > 6
+    assert result.stdout.split() == [str(v) for v in expected.ravel()]
+    # the kernel's own code takes the ISA path named
+    lo, hi = symbol_range(elf, "tsgen_position_dots")
+    cpu = get_board(board).cpu
+    arch = ["-marmv8.1-m.main"] if cpu == "cortex-m55" else []
+    asm = subprocess.run(["arm-none-eabi-objdump", "-d", *arch, f"--start-address={lo}", f"--stop-address={hi}",
+                          str(elf.path)], capture_output=True, text=True, check=True).stdout
+    assert "tsgen_position_dots" in asm
+    if uses:
+        assert uses in asm
+    assert not any(insn in asm for insn in avoids)
