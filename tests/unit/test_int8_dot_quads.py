@@ -128,6 +128,63 @@ def test_an_odd_extent_ends_with_one_paired_step_at_the_last_position():
     assert "ts_dot2_int8(&a[74], " in _source(func)  # position 2 (the last) at 2 * 37
 
 
+def grid_dots(rows: int, width: int, out_width: int, n: int = 12, channels: int = 4) -> S.PrimFunc:
+    """out[c, y, x] = clamp(sum_k a[(y * width + x) * n + k] * w[c, k] - 5) over a rows x width grid
+    (out rows out_width apart: position-major when out_width == width), loops y, x, c."""
+    a = Buffer("a", (rows * width * n,), "int8")
+    w = Buffer("w", (channels, n), "int8")
+    out = Buffer("out", (channels, rows, out_width), "int8")
+    acc = Buffer("acc", (1,), "int32", Scope.LOCAL)
+    y, x, c, k = E.Var("y"), E.Var("x"), E.Var("c"), E.Var("k")
+    zero = E.IntImm(0)
+    position = E.add(E.mul(y, E.IntImm(width)), x)
+    product = E.mul(E.cast(E.BufferLoad(a, (E.add(E.mul(position, E.IntImm(n)), k),), "int8"), "int32"),
+                    E.cast(E.BufferLoad(w, (c, k), "int8"), "int32"))
+    total = E.BufferLoad(acc, (zero,), "int32")
+    narrowed = E.cast(E.minimum(E.maximum(E.sub(total, E.IntImm(5)), E.IntImm(-128)), E.IntImm(127)), "int8")
+    body = S.For(c, E.IntImm(channels), S.Allocate(acc, S.SeqStmt((
+        S.BufferStore(acc, E.IntImm(0), (zero,)),
+        S.For(k, E.IntImm(n), S.BufferStore(acc, E.add(total, product), (zero,))),
+        S.BufferStore(out, narrowed, (c, y, x))))))
+    loops = S.For(y, E.IntImm(rows), S.For(x, E.IntImm(width), body), S.ForKind.PARALLEL)
+    return S.PrimFunc("tsgen_grid_dots", (a, w, out), loops, 2)
+
+
+def _run_grid_on_host(func: S.PrimFunc, rows: int, width: int, out_width: int, n: int = 12, channels: int = 4):
+    rng = np.random.default_rng(2)
+    a = rng.integers(-10, 11, rows * width * n, dtype=np.int8)
+    w = rng.integers(-4, 5, (channels, n), dtype=np.int8)
+    out = np.zeros((channels, rows, out_width), np.int8)
+    gen = CodeGenC()
+    gen.add_function(func)
+    host = Target("c")
+    so = build_and_load(CSourceModule([SourceFile("grid.c", gen.source())], gen.function_names,
+                                      host.kind.toolchain(host)))
+    assert so.kernel(func.name)(*(ctypes.c_void_p(v.ctypes.data) for v in (a, w, out))) == 0
+    sums = w.astype(np.int32) @ a.reshape(rows * width, n).astype(np.int32).T
+    expected = np.clip(sums - 5, -128, 127).reshape(channels, rows, width)
+    np.testing.assert_array_equal(out[:, :, :width], expected)
+
+
+def test_odd_rows_of_a_position_major_grid_are_collapsed_into_one_position_loop():
+    func = _passes(grid_dots(rows=5, width=3, out_width=3))
+    quads, last = func.body.stmts  # 15 positions: 7 quads, then the last one by pairs
+    assert (quads.loop_var.name, quads.extent.value, quads.kind) == ("y_x2", 7, S.ForKind.PARALLEL)
+    assert [c.func for c in _calls(func)] == [E.Intrinsic.DOT2X2_INT8, E.Intrinsic.DOT2_INT8]
+    assert "ts_dot2_int8(&a[168], " in _source(func)  # position 14 at 14 * 12
+    _run_grid_on_host(func, 5, 3, 3)
+
+
+def test_odd_rows_with_gaps_between_them_keep_a_paired_step_per_row():
+    func = _passes(grid_dots(rows=5, width=3, out_width=4))  # out rows 4 apart: y * 3 + x is no address
+    rows = func.body
+    assert (rows.loop_var.name, rows.extent.value) == ("y", 5)
+    quads, last = rows.body.stmts
+    assert (quads.loop_var.name, quads.extent.value) == ("x2", 1)
+    assert [c.func for c in _calls(func)] == [E.Intrinsic.DOT2X2_INT8, E.Intrinsic.DOT2_INT8]
+    _run_grid_on_host(func, 5, 3, 4)
+
+
 @pytest.mark.parametrize("variant", [{"positions": 1}, {"run_step": 0}, {"channels": 3}, {"weights_move": True},
                                      {"extra": True}],
                          ids=["one position", "one run for all", "odd channels (no pairs)", "weights per position",

@@ -32,6 +32,13 @@ The C code generator runs it right after `pair_int8_dots`. The position
 loop qualifies when its body is exactly the paired channel loop, its extent
 is a constant of at least 2, the run's offset grows by a constant per
 position, and neither the weight rows nor the run length depend on it.
+
+An odd row width would leave one position of every row to the pairs (kws's
+feature maps are 25 x 5: a fifth of its convolutions). When the row loop
+holds nothing but the position loop and every address in the body depends
+on the two loop variables only through `y * X + x` (position-major outputs
+and runs), the two loops are first collapsed into one over all positions, so
+only the image's last position, if any, is left over.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from . import expr as E
 from . import stmt as S
 from .buffer import Buffer, Scope
 from .functor import map_child_stmts, map_expr, map_stmt_exprs, substitute, substitute_stmt, walk_expr
+from .layout import flat_index
 from .simplify import constant_difference
 
 
@@ -57,6 +65,10 @@ def _rewrite(s: S.Stmt) -> S.Stmt:
     """`s` with position loops paired; unchanged statements stay the same objects."""
     if isinstance(s, S.For):
         quads = _quads(s)
+        if quads is not None:
+            return quads
+        rows = _collapsed_rows(s)
+        quads = None if rows is None else _quads(rows)
         if quads is not None:
             return quads
     if isinstance(s, S.IfThenElse):
@@ -106,6 +118,54 @@ def _quads(loop: S.For) -> S.Stmt | None:
         return quads
     last = substitute_stmt(channels, {x: E.IntImm(extent - 1, x.dtype)})  # odd extent: one position by pairs
     return S.SeqStmt((quads, last))
+
+
+def _collapsed_rows(rows: S.For) -> S.For | None:
+    """`for y: for x (odd extent X): body` as `for p in range(Y * X): body[y := 0, x := p]` when every address
+    in the body is a function of y * X + x, else None."""
+    y, positions = rows.loop_var, rows.body
+    if not (isinstance(rows.extent, E.IntImm) and isinstance(positions, S.For)
+            and isinstance(positions.extent, E.IntImm) and positions.extent.value % 2):
+        return None
+    x, width = positions.loop_var, positions.extent.value
+    if y.dtype != x.dtype or not _position_major(positions.body, y, x, width):
+        return None
+    p = E.Var(f"{y.name}_{x.name}", x.dtype)
+    body = substitute_stmt(positions.body, {y: E.IntImm(0, y.dtype), x: p})
+    return S.For(p, E.IntImm(rows.extent.value * width, positions.extent.dtype), body, rows.kind)
+
+
+def _position_major(s: S.Stmt, y: E.Var, x: E.Var, width: int) -> bool:
+    """Whether every expression of `s` uses y and x only inside flat addresses a(y, x) with
+    a(y + 1, x) == a(y, x + width). (An address holding another load of y or x is not affine and fails.)"""
+    next_row, next_columns = {y: E.add(y, E.IntImm(1, y.dtype))}, {x: E.add(x, E.IntImm(width, x.dtype))}
+
+    def address_ok(e: E.PrimExpr) -> bool:
+        return not (_uses(e, y) or _uses(e, x)) or \
+            constant_difference(substitute(e, next_row), substitute(e, next_columns)) == 0
+
+    def expr_ok(e: E.PrimExpr) -> bool:
+        if e is y or e is x:
+            return False  # a bare use outside an address (a bound check, say)
+        if isinstance(e, E.BufferLoad):
+            return address_ok(flat_index(e.buffer, e.indices))
+        if isinstance(e, E.BufferPtr):
+            return address_ok(e.offset)
+        return all(expr_ok(kid) for kid in E.children(e))
+
+    for stmt in S.walk_stmts(s):
+        if isinstance(stmt, S.BufferStore):
+            if not (address_ok(flat_index(stmt.buffer, stmt.indices)) and expr_ok(stmt.value)):
+                return False
+        elif isinstance(stmt, S.Evaluate):
+            if not expr_ok(stmt.value):
+                return False
+        elif isinstance(stmt, S.For):
+            if not expr_ok(stmt.extent):
+                return False
+        elif not isinstance(stmt, (S.SeqStmt, S.Allocate)):
+            return False
+    return True
 
 
 def _paired_body(s: S.Stmt) -> tuple[tuple[Buffer, Buffer], E.Call, tuple[S.Stmt, ...]] | None:
