@@ -92,7 +92,27 @@ DOT2_S8 = r"""static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0,
 # two activation runs (positions a and a + da) against two weight rows (b and b + db), four sums: each
 # loaded word feeds two multiply-accumulates. da and db are constants at every call site, so gcc addresses
 # the second run and row with immediate offsets from the one pointer each operand pair advances.
-DOT2X2_S8 = r"""static inline void ts_dot2x2_int8(const int8_t* a, int32_t da, const int8_t* b, int32_t db, int32_t n,
+DOT2X2_S8 = r"""#if defined(__ARM_FEATURE_DSP) && !(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
+/* one word (4 bytes) of both runs and both rows: position 0's halves are dead before position 1's word is
+   loaded, so 4 weight halves and 2 activation halves are live at once */
+static inline void ts_dot2x2_word(const int8_t* a, int32_t da, const int8_t* b, int32_t db,
+                                  int32_t* s00, int32_t* s01, int32_t* s10, int32_t* s11) {
+  uint32_t x, y0, y1;
+  memcpy(&y0, b, 4);
+  memcpy(&y1, b + db, 4);
+  uint32_t y0e = __sxtb16(y0), y0o = ts_sxtb16_ror8(y0), y1e = __sxtb16(y1), y1o = ts_sxtb16_ror8(y1);
+  memcpy(&x, a, 4);
+  uint32_t xe = __sxtb16(x), xo = ts_sxtb16_ror8(x);
+  *s00 = __smlad(xo, y0o, __smlad(xe, y0e, *s00));
+  *s01 = __smlad(xo, y1o, __smlad(xe, y1e, *s01));
+  memcpy(&x, a + da, 4);
+  xe = __sxtb16(x);
+  xo = ts_sxtb16_ror8(x);
+  *s10 = __smlad(xo, y0o, __smlad(xe, y0e, *s10));
+  *s11 = __smlad(xo, y1o, __smlad(xe, y1e, *s11));
+}
+#endif
+static inline void ts_dot2x2_int8(const int8_t* a, int32_t da, const int8_t* b, int32_t db, int32_t n,
                                   int32_t* acc00, int32_t* acc01, int32_t* acc10, int32_t* acc11) {
   int32_t s00 = *acc00, s01 = *acc01, s10 = *acc10, s11 = *acc11;
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -107,20 +127,17 @@ DOT2X2_S8 = r"""static inline void ts_dot2x2_int8(const int8_t* a, int32_t da, c
   }
 #else
 #if defined(__ARM_FEATURE_DSP)
-  for (; n >= 4; n -= 4, a += 4, b += 4) {
-    uint32_t x, y0, y1;
-    memcpy(&y0, b, 4);
-    memcpy(&y1, b + db, 4);
-    uint32_t y0e = __sxtb16(y0), y0o = ts_sxtb16_ror8(y0), y1e = __sxtb16(y1), y1o = ts_sxtb16_ror8(y1);
-    memcpy(&x, a, 4);  /* position 0: its halves are dead before position 1's word is loaded */
-    uint32_t xe = __sxtb16(x), xo = ts_sxtb16_ror8(x);
-    s00 = __smlad(xo, y0o, __smlad(xe, y0e, s00));
-    s01 = __smlad(xo, y1o, __smlad(xe, y1e, s01));
-    memcpy(&x, a + da, 4);
-    xe = __sxtb16(x);
-    xo = ts_sxtb16_ror8(x);
-    s10 = __smlad(xo, y0o, __smlad(xe, y0e, s10));
-    s11 = __smlad(xo, y1o, __smlad(xe, y1e, s11));
+  /* two words per iteration, so the pointer updates, compare and branch are spread over 32 MACs; the empty
+     asm keeps gcc from hoisting the second word's loads above the first's arithmetic, which would need
+     more registers than the core has */
+  for (; n >= 8; n -= 8, a += 8, b += 8) {
+    ts_dot2x2_word(a, da, b, db, &s00, &s01, &s10, &s11);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2x2_word(a + 4, da, b + 4, db, &s00, &s01, &s10, &s11);
+  }
+  if (n >= 4) {
+    ts_dot2x2_word(a, da, b, db, &s00, &s01, &s10, &s11);
+    n -= 4, a += 4, b += 4;
   }
 #endif
   for (; n > 0; --n, ++a, ++b) {
