@@ -109,8 +109,9 @@ def _loads(e: E.PrimExpr) -> list[E.BufferLoad]:
     return [n for n in walk_expr(e) if isinstance(n, E.BufferLoad)]
 
 
-@pytest.mark.parametrize(("positions", "n", "step"), [(4, 37, 37), (6, 16, 16), (3, 37, 37), (5, 8, 12), (2, 3, 3)],
-                         ids=["even, DSP tail", "even, whole words", "odd", "odd, gaps between runs", "short runs"])
+@pytest.mark.parametrize(("positions", "n", "step"), [(4, 37, 37), (6, 16, 16), (3, 45, 45), (5, 8, 12), (2, 3, 3)],
+                         ids=["even, byte tail", "even, whole words", "odd, every DSP step", "odd, gaps between runs",
+                              "short runs"])
 def test_the_calls_compute_the_loops(positions, n, step):
     func = _passes(position_dots(positions=positions, channels=6, n=n, run_step=step))
     assert _calls(func)[0].func is E.Intrinsic.DOT2X2_INT8
@@ -227,9 +228,9 @@ int main(void) {
 
 @pytest.mark.parametrize(("board", "uses", "avoids"), ISA_PATHS, ids=[b for b, _, _ in ISA_PATHS])
 def test_each_isa_path_computes_the_loops_on_its_board(board, uses, avoids, tmp_path):
-    # 37: whole DSP words and a tail, two full MVE vectors and a predicated one; 5 positions: quads and a
-    # last paired step; runs 40 apart (gaps between them)
-    positions, channels, n, step = 5, 6, 37, 40
+    # 45 = 2 * 16 + 8 + 4 + 1: each of the DSP loop's steps and the byte tail, two full MVE vectors and a
+    # predicated one; 5 positions: quads and a last paired step; runs 48 apart (gaps between them)
+    positions, channels, n, step = 5, 6, 45, 48
     func = _passes(position_dots(positions=positions, channels=channels, n=n, run_step=step))
     assert [c.func for c in _calls(func)] == [E.Intrinsic.DOT2X2_INT8, E.Intrinsic.DOT2_INT8]
     sizes = {"a": positions * step + n, "w": channels * n, "out": channels * positions}

@@ -130,10 +130,20 @@ static inline void ts_dot2x2_int8(const int8_t* a, int32_t da, const int8_t* b, 
   /* two words per iteration, so the pointer updates, compare and branch are spread over 32 MACs; the empty
      asm keeps gcc from hoisting the second word's loads above the first's arithmetic, which would need
      more registers than the core has */
-  for (; n >= 8; n -= 8, a += 8, b += 8) {
+  for (; n >= 16; n -= 16, a += 16, b += 16) {
     ts_dot2x2_word(a, da, b, db, &s00, &s01, &s10, &s11);
     __asm__ volatile("" ::: "memory");
     ts_dot2x2_word(a + 4, da, b + 4, db, &s00, &s01, &s10, &s11);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2x2_word(a + 8, da, b + 8, db, &s00, &s01, &s10, &s11);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2x2_word(a + 12, da, b + 12, db, &s00, &s01, &s10, &s11);
+  }
+  if (n >= 8) {
+    ts_dot2x2_word(a, da, b, db, &s00, &s01, &s10, &s11);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2x2_word(a + 4, da, b + 4, db, &s00, &s01, &s10, &s11);
+    n -= 8, a += 8, b += 8;
   }
   if (n >= 4) {
     ts_dot2x2_word(a, da, b, db, &s00, &s01, &s10, &s11);
