@@ -55,7 +55,19 @@ DOT_S8 = r"""static inline int32_t ts_dot_int8(const int8_t* a, const int8_t* b,
 }"""
 
 # two weight rows against one activation run: each activation word is loaded and extended once
-DOT2_S8 = r"""static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0, const int8_t* b1, int32_t n,
+DOT2_S8 = r"""#if defined(__ARM_FEATURE_DSP) && !(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
+/* one word (4 bytes) of the run against both rows */
+static inline void ts_dot2_word(const int8_t* a, const int8_t* b0, const int8_t* b1, int32_t* s0, int32_t* s1) {
+  uint32_t x, y0, y1;
+  memcpy(&x, a, 4);
+  memcpy(&y0, b0, 4);
+  memcpy(&y1, b1, 4);
+  uint32_t even = __sxtb16(x), odd = ts_sxtb16_ror8(x);
+  *s0 = __smlad(odd, ts_sxtb16_ror8(y0), __smlad(even, __sxtb16(y0), *s0));
+  *s1 = __smlad(odd, ts_sxtb16_ror8(y1), __smlad(even, __sxtb16(y1), *s1));
+}
+#endif
+static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0, const int8_t* b1, int32_t n,
                                 int32_t* acc0, int32_t* acc1) {
   int32_t s0 = *acc0, s1 = *acc1;
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -67,17 +79,18 @@ DOT2_S8 = r"""static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0,
   }
 #else
 #if defined(__ARM_FEATURE_DSP)
-  for (; n >= 4; n -= 4, a += 4, b0 += 4, b1 += 4) {
-    uint32_t x, y0, y1;
-    memcpy(&x, a, 4);
-    memcpy(&y0, b0, 4);
-    memcpy(&y1, b1, 4);
-    uint32_t even = __sxtb16(x), odd = ts_sxtb16_ror8(x);
-    s0 = __smlad(even, __sxtb16(y0), s0);
-    s0 = __smlad(odd, ts_sxtb16_ror8(y0), s0);
-    s1 = __smlad(even, __sxtb16(y1), s1);
-    s1 = __smlad(odd, ts_sxtb16_ror8(y1), s1);
+  /* four words per iteration (the loop's overhead spread over 32 MACs); the empty asm statements keep gcc
+     from hoisting later words' loads above earlier arithmetic, which would spill */
+  for (; n >= 16; n -= 16, a += 16, b0 += 16, b1 += 16) {
+    ts_dot2_word(a, b0, b1, &s0, &s1);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2_word(a + 4, b0 + 4, b1 + 4, &s0, &s1);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2_word(a + 8, b0 + 8, b1 + 8, &s0, &s1);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2_word(a + 12, b0 + 12, b1 + 12, &s0, &s1);
   }
+  for (; n >= 4; n -= 4, a += 4, b0 += 4, b1 += 4) ts_dot2_word(a, b0, b1, &s0, &s1);
 #endif
   for (; n > 0; --n, ++a) {
     s0 += (int32_t)*a * (int32_t)*b0++;
