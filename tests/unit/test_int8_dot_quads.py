@@ -1,5 +1,6 @@
 """tir/int8_dot_quads.py: a position loop around paired channel dot products visits two positions per
-iteration with one DOT2X2_INT8 call (`ts_dot2x2_int8`), odd extents ending with one DOT2 step."""
+iteration with one DOT2X2_INT8 call (`ts_dot2x2_int8`), odd extents ending with one DOT2 step; and, on
+the boards, every int8 dot helper's ISA path (plain C, DSP, Helium), rows of four (int8_dot_rows) too."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tessera.tir.functor import walk_expr
 from tessera.tir.int8_dot import use_int8_dot
 from tessera.tir.int8_dot_pairs import pair_int8_dots
 from tessera.tir.int8_dot_quads import quad_int8_dots
+from tessera.tir.int8_dot_rows import row_int8_dots
 from tessera.tir.simplify import constant_difference
 
 
@@ -55,6 +57,7 @@ def position_dots(positions: int = 4, channels: int = 4, n: int = 37, run_step: 
 
 
 def _passes(func: S.PrimFunc) -> S.PrimFunc:
+    """The int8 dot passes up to this one, in the C code generator's order."""
     return quad_int8_dots(pair_int8_dots(use_int8_dot(func)))
 
 
@@ -119,7 +122,7 @@ def test_the_calls_compute_the_loops(positions, n, step):
 
 
 def test_an_odd_extent_ends_with_one_paired_step_at_the_last_position():
-    func = _passes(position_dots(positions=3))
+    func = _passes(position_dots(positions=3, channels=6))  # 3 pairs: no rows of four after it
     assert isinstance(func.body, S.SeqStmt)
     quads, last = func.body.stmts
     assert isinstance(quads, S.For) and quads.extent.value == 1
@@ -129,7 +132,7 @@ def test_an_odd_extent_ends_with_one_paired_step_at_the_last_position():
     assert "ts_dot2_int8(&a[74], " in _source(func)  # position 2 (the last) at 2 * 37
 
 
-def grid_dots(rows: int, width: int, out_width: int, n: int = 12, channels: int = 4) -> S.PrimFunc:
+def grid_dots(rows: int, width: int, out_width: int, n: int = 12, channels: int = 6) -> S.PrimFunc:
     """out[c, y, x] = clamp(sum_k a[(y * width + x) * n + k] * w[c, k] - 5) over a rows x width grid
     (out rows out_width apart: position-major when out_width == width), loops y, x, c."""
     a = Buffer("a", (rows * width * n,), "int8")
@@ -151,7 +154,7 @@ def grid_dots(rows: int, width: int, out_width: int, n: int = 12, channels: int 
     return S.PrimFunc("tsgen_grid_dots", (a, w, out), loops, 2)
 
 
-def _run_grid_on_host(func: S.PrimFunc, rows: int, width: int, out_width: int, n: int = 12, channels: int = 4):
+def _run_grid_on_host(func: S.PrimFunc, rows: int, width: int, out_width: int, n: int = 12, channels: int = 6):
     rng = np.random.default_rng(2)
     a = rng.integers(-10, 11, rows * width * n, dtype=np.int8)
     w = rng.integers(-4, 5, (channels, n), dtype=np.int8)
@@ -225,19 +228,27 @@ int main(void) {
 """
 
 
+# (kernel shape, the helpers it calls): 5 positions x 6 channels take quads and a last paired step (3 pairs:
+# no rows); 1 position x 12 channels (a dense layer) takes rows of four
+BOARD_KERNELS = {"quads": (5, 6, [E.Intrinsic.DOT2X2_INT8, E.Intrinsic.DOT2_INT8]),
+                 "rows": (1, 12, [E.Intrinsic.DOT4_INT8])}
+
+
+@pytest.mark.parametrize("kernel", list(BOARD_KERNELS))
 @pytest.mark.parametrize(("board", "uses", "avoids"), ISA_PATHS, ids=[b for b, _, _ in ISA_PATHS])
-def test_each_isa_path_computes_the_loops_on_its_board(board, uses, avoids, tmp_path):
-    # 45 = 2 * 16 + 8 + 4 + 1: each of the DSP loop's steps and the byte tail, two full MVE vectors and a
-    # predicated one; 5 positions: quads and a last paired step; runs 48 apart (gaps between them)
-    positions, channels, n, step = 5, 6, 45, 48
-    func = _passes(position_dots(positions=positions, channels=channels, n=n, run_step=step))
-    assert [c.func for c in _calls(func)] == [E.Intrinsic.DOT2X2_INT8, E.Intrinsic.DOT2_INT8]
+def test_each_isa_path_computes_the_loops_on_its_board(board, uses, avoids, kernel, tmp_path):
+    # 45 = 2 * 16 + 8 + 4 + 1: each of the DSP loops' steps and the byte tail, two full MVE vectors and a
+    # predicated one; runs 48 apart (gaps between them)
+    positions, channels, helpers = BOARD_KERNELS[kernel]
+    n, step = 45, 48
+    func = row_int8_dots(_passes(position_dots(positions=positions, channels=channels, n=n, run_step=step)))
+    assert [c.func for c in _calls(func)] == helpers
     rng = np.random.default_rng(3)
     a = rng.integers(-10, 11, positions * step + n, dtype=np.int8)  # small values: sums mostly inside int8
     w = rng.integers(-4, 5, (channels, n), dtype=np.int8)
     text = {"a": ", ".join(map(str, a)), "w": ", ".join(map(str, w.ravel())), "out": channels * positions}
     elf = build_elf(board, [SourceFile("kernel.c", _source(func)), SourceFile("main.c", BOARD_MAIN % text)], (),
-                    tmp_path, name="quads")
+                    tmp_path, name="dots")
     result = run(board, elf, timeout=60)
     assert result.exit_code == 0, result.stderr
     runs = np.stack([a[p * step:p * step + n] for p in range(positions)]).astype(np.int32)

@@ -102,6 +102,67 @@ static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0, const int8_t*
 }"""
 
 
+# one activation run against four weight rows b + k * db (a dense layer): each activation word is loaded
+# and extended once for four rows; db is a constant at every call site (immediate offsets from b)
+DOT4_S8 = r"""#if defined(__ARM_FEATURE_DSP) && !(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
+/* one word (4 bytes) of the run against one row: x's halves are extended once by the caller */
+static inline int32_t ts_dot_word_ext(uint32_t xe, uint32_t xo, const int8_t* b, int32_t s) {
+  uint32_t y;
+  memcpy(&y, b, 4);
+  return __smlad(xo, ts_sxtb16_ror8(y), __smlad(xe, __sxtb16(y), s));
+}
+#endif
+static inline void ts_dot4_int8(const int8_t* a, const int8_t* b, int32_t db, int32_t n,
+                                int32_t* acc0, int32_t* acc1, int32_t* acc2, int32_t* acc3) {
+  int32_t s0 = *acc0, s1 = *acc1, s2 = *acc2, s3 = *acc3;
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+  for (; n > 0; n -= 16, a += 16, b += 16) {
+    mve_pred16_t p = vctp8q((uint32_t)n);
+    int8x16_t x = vldrbq_z_s8(a, p);
+    s0 = vmladavaq_p_s8(s0, x, vldrbq_z_s8(b, p), p);
+    s1 = vmladavaq_p_s8(s1, x, vldrbq_z_s8(b + db, p), p);
+    s2 = vmladavaq_p_s8(s2, x, vldrbq_z_s8(b + 2 * db, p), p);
+    s3 = vmladavaq_p_s8(s3, x, vldrbq_z_s8(b + 3 * db, p), p);
+  }
+#else
+#if defined(__ARM_FEATURE_DSP)
+  /* four words per iteration; the empty asm keeps gcc from hoisting later words' loads (spills) */
+  for (; n >= 16; n -= 16, a += 16, b += 16) {
+    for (int32_t k = 0; k < 16; k += 4) {
+      uint32_t x;
+      memcpy(&x, a + k, 4);
+      uint32_t xe = __sxtb16(x), xo = ts_sxtb16_ror8(x);
+      s0 = ts_dot_word_ext(xe, xo, b + k, s0);
+      s1 = ts_dot_word_ext(xe, xo, b + db + k, s1);
+      s2 = ts_dot_word_ext(xe, xo, b + 2 * db + k, s2);
+      s3 = ts_dot_word_ext(xe, xo, b + 3 * db + k, s3);
+      __asm__ volatile("" ::: "memory");
+    }
+  }
+  for (; n >= 4; n -= 4, a += 4, b += 4) {
+    uint32_t x;
+    memcpy(&x, a, 4);
+    uint32_t xe = __sxtb16(x), xo = ts_sxtb16_ror8(x);
+    s0 = ts_dot_word_ext(xe, xo, b, s0);
+    s1 = ts_dot_word_ext(xe, xo, b + db, s1);
+    s2 = ts_dot_word_ext(xe, xo, b + 2 * db, s2);
+    s3 = ts_dot_word_ext(xe, xo, b + 3 * db, s3);
+  }
+#endif
+  for (; n > 0; --n, ++a, ++b) {
+    int32_t x = *a;
+    s0 += x * b[0];
+    s1 += x * b[db];
+    s2 += x * b[2 * db];
+    s3 += x * b[3 * db];
+  }
+#endif
+  *acc0 = s0;
+  *acc1 = s1;
+  *acc2 = s2;
+  *acc3 = s3;
+}"""
+
 # two activation runs (positions a and a + da) against two weight rows (b and b + db), four sums: each
 # loaded word feeds two multiply-accumulates. da and db are constants at every call site, so gcc addresses
 # the second run and row with immediate offsets from the one pointer each operand pair advances.
@@ -192,7 +253,7 @@ static inline int32_t ts_ssat8_int32(int32_t a) {
 
 
 def helper_source(kind: str, dtype: str) -> str:
-    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8, "dot2x2": DOT2X2_S8}
+    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8, "dot2x2": DOT2X2_S8, "dot4": DOT4_S8}
     if kind in simd:
         return simd[kind]
     if kind == "ssat8":

@@ -23,6 +23,7 @@ from ..tir.index_width import widen_indices
 from ..tir.int8_dot import use_int8_dot
 from ..tir.int8_dot_pairs import pair_int8_dots
 from ..tir.int8_dot_quads import quad_int8_dots
+from ..tir.int8_dot_rows import row_int8_dots
 from ..tir.layout import flat_index
 from ..util.dispatch import TypeDispatch
 from .c_helpers import helper_name, helper_source
@@ -96,7 +97,8 @@ class CodeGenC:
     # ------------------------------------------------------------ public API
     def add_function(self, func: S.PrimFunc) -> None:
         # int8 dot loops become one call just before writing, after memory planning (see int8_dot)
-        _FunctionWriter(self, quad_int8_dots(pair_int8_dots(use_int8_dot(widen_indices(func))))).write()
+        dots = row_int8_dots(quad_int8_dots(pair_int8_dots(use_int8_dot(widen_indices(func)))))
+        _FunctionWriter(self, dots).write()
         self._exported.append(func.name)
 
     @property
@@ -447,6 +449,8 @@ class _FunctionWriter:
             return self._dot2_int8(e)
         if e.func is E.Intrinsic.DOT2X2_INT8:
             return self._dot2x2_int8(e)
+        if e.func is E.Intrinsic.DOT4_INT8:
+            return self._dot4_int8(e)
         args = [self.expr(a) for a in e.args]
         if isinstance(e.func, str):
             return self.gen.emit_extern_call(e.func, args, e)
@@ -482,6 +486,14 @@ class _FunctionWriter:
         helper = self.gen.declare_helper("dot2x2", "int8")
         a, da, b, db, n, *accs = e.args
         operands = [self._element_address(a), self.expr(da), self._element_address(b), self.expr(db), self.expr(n)]
+        return f"{helper}({', '.join(operands)}, {self._scalar_addresses(accs)})"
+
+    def _dot4_int8(self, e: E.Call) -> str:
+        """`ts_dot4_int8(&a[i], &b[j], db, n, &acc0, &acc1, &acc2, &acc3)`: one run by four rows."""
+        self.gen.declare_helper("int8_simd", "int8")
+        helper = self.gen.declare_helper("dot4", "int8")
+        a, b, db, n, *accs = e.args
+        operands = [self._element_address(a), self._element_address(b), self.expr(db), self.expr(n)]
         return f"{helper}({', '.join(operands)}, {self._scalar_addresses(accs)})"
 
     def _scalar_addresses(self, accs: Sequence[E.PrimExpr]) -> str:

@@ -218,6 +218,10 @@ class Intrinsic(enum.Enum):
     # acc01, acc10, acc11), acc<position><row> loads of local scalars, da and db constants
     # (made by tir/int8_dot_quads.py)
     DOT2X2_INT8 = "dot2x2_int8"
+    # a statement (void): adds the dot products of run a with the four runs b + k * db (k < 4) to four int32
+    # scalars in place; args (BufferPtr a, BufferPtr b, db, n, acc0, acc1, acc2, acc3), the accumulators
+    # loads of local scalars, db a constant (made by tir/int8_dot_rows.py)
+    DOT4_INT8 = "dot4_int8"
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from . import expr as E
 from . import stmt as S
 from .buffer import Buffer, Scope
 from .functor import map_child_stmts, map_expr, map_stmt_exprs, substitute, substitute_stmt, walk_expr
+from .int8_dot_pairs import paired_parts
 from .layout import flat_index
 from .simplify import constant_difference
 
@@ -81,7 +82,7 @@ def _quads(loop: S.For) -> S.Stmt | None:
     x, channels = loop.loop_var, loop.body
     if not (isinstance(loop.extent, E.IntImm) and loop.extent.value >= 2 and isinstance(channels, S.For)):
         return None
-    pair = _paired_body(channels.body)
+    pair = paired_parts(channels.body)
     if pair is None:
         return None
     accs, call, tail = pair
@@ -166,28 +167,6 @@ def _position_major(s: S.Stmt, y: E.Var, x: E.Var, width: int) -> bool:
         elif not isinstance(stmt, (S.SeqStmt, S.Allocate)):
             return False
     return True
-
-
-def _paired_body(s: S.Stmt) -> tuple[tuple[Buffer, Buffer], E.Call, tuple[S.Stmt, ...]] | None:
-    """(accumulators, DOT2 call, epilogue stores) when `s` is the body `pair_int8_dots` makes, else None."""
-    if not (isinstance(s, S.Allocate) and isinstance(s.body, S.Allocate) and isinstance(s.body.body, S.SeqStmt)):
-        return None
-    accs = (s.buffer, s.body.buffer)
-    stmts = s.body.body.stmts
-    if len(stmts) < 3:
-        return None
-    *inits, evaluate = stmts[:3]
-    tail = stmts[3:]
-    if not all(isinstance(i, S.BufferStore) and i.buffer is a and E.is_const(i.value, 0) for i, a in zip(inits, accs)):
-        return None
-    call = evaluate.value if isinstance(evaluate, S.Evaluate) else None
-    if not (isinstance(call, E.Call) and call.func is E.Intrinsic.DOT2_INT8):
-        return None
-    if not all(isinstance(load, E.BufferLoad) and load.buffer is a for load, a in zip(call.args[4:], accs)):
-        return None
-    if not all(isinstance(t, S.BufferStore) and all(t.buffer is not a for a in accs) for t in tail):
-        return None  # the tail only reads the accumulators (the epilogue's stores)
-    return accs, call, tail
 
 
 def _uses(e: E.PrimExpr, var: E.Var) -> bool:
