@@ -216,16 +216,37 @@ ISA_PATHS = [("mps2-an385", None, ("smlad", "vmlava")), ("mps2-an386", "smlad", 
              ("mps3-an547", "vmlava", ("smlad",))]
 BOARD_MAIN = r"""#include <stdio.h>
 #include <stdint.h>
-int32_t tsgen_position_dots(const int8_t* a, const int8_t* w, int8_t* out);
+int32_t %(name)s(const int8_t* a, const int8_t* w, int8_t* out);
 static const int8_t a[] = {%(a)s}, w[] = {%(w)s};
 static int8_t out[%(out)d];
 int main(void) {
-  if (tsgen_position_dots(a, w, out) != 0) return 1;
+  if (%(name)s(a, w, out) != 0) return 1;
   for (int i = 0; i < %(out)d; ++i) printf("%%d ", out[i]);
   printf("\n");
   return 0;
 }
 """
+
+
+def run_on_board(board: str, uses: str | None, avoids: tuple[str, ...], func: S.PrimFunc, a: np.ndarray,
+                 w: np.ndarray, outputs: int, tmp_path) -> list[int]:
+    """The int8 outputs of kernel `func(a, w, out)` run on `board`, after checking that the kernel's code
+    takes the ISA path named (contains `uses`, none of `avoids`)."""
+    text = {"name": func.name, "a": ", ".join(map(str, a.ravel())), "w": ", ".join(map(str, w.ravel())),
+            "out": outputs}
+    elf = build_elf(board, [SourceFile("kernel.c", _source(func)), SourceFile("main.c", BOARD_MAIN % text)], (),
+                    tmp_path, name="dots")
+    result = run(board, elf, timeout=60)
+    assert result.exit_code == 0, result.stderr
+    lo, hi = symbol_range(elf, func.name)
+    arch = ["-marmv8.1-m.main"] if get_board(board).cpu == "cortex-m55" else []
+    asm = subprocess.run(["arm-none-eabi-objdump", "-d", *arch, f"--start-address={lo}", f"--stop-address={hi}",
+                          str(elf.path)], capture_output=True, text=True, check=True).stdout
+    assert func.name in asm
+    if uses:
+        assert uses in asm
+    assert not any(insn in asm for insn in avoids)
+    return [int(v) for v in result.stdout.split()]
 
 
 # (kernel shape, the helpers it calls): 5 positions x 6 channels take quads and a last paired step (3 pairs:
@@ -246,22 +267,8 @@ def test_each_isa_path_computes_the_loops_on_its_board(board, uses, avoids, kern
     rng = np.random.default_rng(3)
     a = rng.integers(-10, 11, positions * step + n, dtype=np.int8)  # small values: sums mostly inside int8
     w = rng.integers(-4, 5, (channels, n), dtype=np.int8)
-    text = {"a": ", ".join(map(str, a)), "w": ", ".join(map(str, w.ravel())), "out": channels * positions}
-    elf = build_elf(board, [SourceFile("kernel.c", _source(func)), SourceFile("main.c", BOARD_MAIN % text)], (),
-                    tmp_path, name="dots")
-    result = run(board, elf, timeout=60)
-    assert result.exit_code == 0, result.stderr
+    outputs = run_on_board(board, uses, avoids, func, a, w, channels * positions, tmp_path)
     runs = np.stack([a[p * step:p * step + n] for p in range(positions)]).astype(np.int32)
     expected = np.clip(w.astype(np.int32) @ runs.T - 5, -128, 127)
     assert len(np.unique(expected)) > 6
-    assert result.stdout.split() == [str(v) for v in expected.ravel()]
-    # the kernel's own code takes the ISA path named
-    lo, hi = symbol_range(elf, "tsgen_position_dots")
-    cpu = get_board(board).cpu
-    arch = ["-marmv8.1-m.main"] if cpu == "cortex-m55" else []
-    asm = subprocess.run(["arm-none-eabi-objdump", "-d", *arch, f"--start-address={lo}", f"--stop-address={hi}",
-                          str(elf.path)], capture_output=True, text=True, check=True).stdout
-    assert "tsgen_position_dots" in asm
-    if uses:
-        assert uses in asm
-    assert not any(insn in asm for insn in avoids)
+    assert outputs == expected.ravel().tolist()

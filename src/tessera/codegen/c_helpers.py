@@ -238,6 +238,41 @@ static inline void ts_dot2x2_int8(const int8_t* a, int32_t da, const int8_t* b, 
   *acc11 = s11;
 }"""
 
+# two adjacent columns of a short run (a depthwise row): acc0 += sum a[k] * b[k], acc1 += sum a[k + 1] * b[k].
+# For 3 taps (the call sites' constant n) the DSP path loads a[0..3] once: its even bytes (a0, a2) and odd
+# bytes (a1, a3) as halfword pairs give both columns with SMLAD against (b0, b2) and one halfword MLA by b1.
+DOT_SLIDE2_S8 = r"""static inline void ts_dot_slide2_int8(const int8_t* a, const int8_t* b, int32_t n, int32_t* acc0,
+                                      int32_t* acc1) {
+  int32_t s0 = *acc0, s1 = *acc1;
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+  for (; n > 0; n -= 16, a += 16, b += 16) {
+    mve_pred16_t p = vctp8q((uint32_t)n);
+    int8x16_t y = vldrbq_z_s8(b, p);
+    s0 = vmladavaq_p_s8(s0, vldrbq_z_s8(a, p), y, p);
+    s1 = vmladavaq_p_s8(s1, vldrbq_z_s8(a + 1, p), y, p);
+  }
+#elif defined(__ARM_FEATURE_DSP)
+  if (n == 3) {
+    uint32_t x;
+    memcpy(&x, a, 4);
+    uint32_t even = __sxtb16(x), odd = ts_sxtb16_ror8(x);
+    uint32_t w02 = ((uint32_t)b[0] & 0xffffu) | ((uint32_t)b[2] << 16);
+    int32_t w1 = b[1];
+    s0 = __smlabb((int32_t)odd, w1, __smlad(even, w02, s0));  /* a0 b0 + a2 b2 + a1 b1 */
+    s1 = __smlatb((int32_t)even, w1, __smlad(odd, w02, s1));  /* a1 b0 + a3 b2 + a2 b1 */
+    n = 0;
+  }
+#endif
+#if !(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
+  for (int32_t k = 0; k < n; ++k) {
+    s0 += (int32_t)a[k] * (int32_t)b[k];
+    s1 += (int32_t)a[k + 1] * (int32_t)b[k];
+  }
+#endif
+  *acc0 = s0;
+  *acc1 = s1;
+}"""
+
 # int32 saturated to int8's range: one SSAT instruction on cores with the
 # saturation extension (Cortex-M3 and up), two compares elsewhere.
 SSAT8 = r"""#if defined(__ARM_FEATURE_SAT)
@@ -253,7 +288,7 @@ static inline int32_t ts_ssat8_int32(int32_t a) {
 
 
 def helper_source(kind: str, dtype: str) -> str:
-    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8, "dot2x2": DOT2X2_S8, "dot4": DOT4_S8}
+    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8, "dot2x2": DOT2X2_S8, "dot4": DOT4_S8, "dot_slide2": DOT_SLIDE2_S8}
     if kind in simd:
         return simd[kind]
     if kind == "ssat8":

@@ -24,6 +24,7 @@ from ..tir.int8_dot import use_int8_dot
 from ..tir.int8_dot_pairs import pair_int8_dots
 from ..tir.int8_dot_quads import quad_int8_dots
 from ..tir.int8_dot_rows import row_int8_dots
+from ..tir.int8_dot_slides import slide_int8_dots
 from ..tir.layout import flat_index
 from ..util.dispatch import TypeDispatch
 from .c_helpers import helper_name, helper_source
@@ -97,7 +98,7 @@ class CodeGenC:
     # ------------------------------------------------------------ public API
     def add_function(self, func: S.PrimFunc) -> None:
         # int8 dot loops become one call just before writing, after memory planning (see int8_dot)
-        dots = row_int8_dots(quad_int8_dots(pair_int8_dots(use_int8_dot(widen_indices(func)))))
+        dots = slide_int8_dots(row_int8_dots(quad_int8_dots(pair_int8_dots(use_int8_dot(widen_indices(func))))))
         _FunctionWriter(self, dots).write()
         self._exported.append(func.name)
 
@@ -451,6 +452,8 @@ class _FunctionWriter:
             return self._dot2x2_int8(e)
         if e.func is E.Intrinsic.DOT4_INT8:
             return self._dot4_int8(e)
+        if e.func is E.Intrinsic.DOT_SLIDE2_INT8:
+            return self._dot_slide2_int8(e)
         args = [self.expr(a) for a in e.args]
         if isinstance(e.func, str):
             return self.gen.emit_extern_call(e.func, args, e)
@@ -494,6 +497,14 @@ class _FunctionWriter:
         helper = self.gen.declare_helper("dot4", "int8")
         a, b, db, n, *accs = e.args
         operands = [self._element_address(a), self._element_address(b), self.expr(db), self.expr(n)]
+        return f"{helper}({', '.join(operands)}, {self._scalar_addresses(accs)})"
+
+    def _dot_slide2_int8(self, e: E.Call) -> str:
+        """`ts_dot_slide2_int8(&a[i], &b[j], n, &acc0, &acc1)`: two adjacent columns of a short run."""
+        self.gen.declare_helper("int8_simd", "int8")
+        helper = self.gen.declare_helper("dot_slide2", "int8")
+        a, b, n, *accs = e.args
+        operands = [self._element_address(a), self._element_address(b), self.expr(n)]
         return f"{helper}({', '.join(operands)}, {self._scalar_addresses(accs)})"
 
     def _scalar_addresses(self, accs: Sequence[E.PrimExpr]) -> str:

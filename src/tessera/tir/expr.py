@@ -222,6 +222,10 @@ class Intrinsic(enum.Enum):
     # scalars in place; args (BufferPtr a, BufferPtr b, db, n, acc0, acc1, acc2, acc3), the accumulators
     # loads of local scalars, db a constant (made by tir/int8_dot_rows.py)
     DOT4_INT8 = "dot4_int8"
+    # a statement (void): adds sum of a[k] * b[k] and sum of a[k + 1] * b[k] (k < n: two adjacent columns
+    # of a depthwise row) to two int32 scalars in place; args (BufferPtr a, BufferPtr b, n, acc0, acc1),
+    # the accumulators loads of local scalars (made by tir/int8_dot_slides.py)
+    DOT_SLIDE2_INT8 = "dot_slide2_int8"
 
 
 @dataclass(frozen=True, slots=True)
