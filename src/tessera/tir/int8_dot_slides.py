@@ -74,13 +74,14 @@ def _slid(loop: S.For) -> S.Stmt | None:
             and E.is_const(init.value, 0)):
         return None
     updates = [s for s in S.walk_stmts(reduction) if isinstance(s, S.BufferStore)]
-    if not (len(updates) == 1 and updates[0].buffer is acc and _is_dot_of(updates[0].value, acc)):
+    dot = _dot_of(updates[0], acc) if len(updates) == 1 else None
+    if dot is None:
         return None
     if any(isinstance(s, (S.IfThenElse, S.LetStmt, S.Evaluate, S.Allocate)) for s in S.walk_stmts(reduction)):
         return None
     if any(_uses(s.extent, x) for s in S.walk_stmts(reduction) if isinstance(s, S.For)):
         return None
-    run, weights, n, _ = updates[0].value.args
+    run, weights, n, _ = dot.args
     if not (isinstance(run, E.BufferPtr) and isinstance(weights, E.BufferPtr)) or _uses(weights.offset, x) \
             or _uses(n, x):
         return None
@@ -90,21 +91,22 @@ def _slid(loop: S.For) -> S.Stmt | None:
         return None  # the tail only reads the accumulator (the epilogue's stores)
     x2 = E.Var(f"{x.name}2", x.dtype)
     pairs = S.For(x2, E.IntImm(loop.extent.value // 2, loop.extent.dtype),
-                  _two_columns(x, E.mul(x2, E.IntImm(2, x.dtype)), acc, reduction, updates[0], tail, True),
+                  _two_columns(x, E.mul(x2, E.IntImm(2, x.dtype)), acc, reduction, updates[0], dot, tail, True),
                   loop.kind)
     if loop.extent.value % 2 == 0:
         return pairs
     # odd extent: the last column as the second of the pair that starts one column before it (whose first
     # sum is dropped), so its run stays inside the row and every column takes the helper
-    last = _two_columns(x, E.IntImm(loop.extent.value - 2, x.dtype), acc, reduction, updates[0], tail, False)
+    last = _two_columns(x, E.IntImm(loop.extent.value - 2, x.dtype), acc, reduction, updates[0], dot, tail,
+                        False)
     return S.SeqStmt((pairs, last))
 
 
 def _two_columns(x: E.Var, first: E.PrimExpr, acc: Buffer, reduction: S.Stmt, update: S.BufferStore,
-                 tail: list[S.Stmt], store_first: bool) -> S.Stmt:
+                 dot: E.Call, tail: list[S.Stmt], store_first: bool) -> S.Stmt:
     """Columns `first` and `first + 1` of the loop body: one DOT_SLIDE2 reduction into two scalars, then
     the epilogue of each column (of the second only unless `store_first`)."""
-    run, weights, n, _ = update.value.args
+    run, weights, n, _ = dot.args
     columns = [first, E.add(first, E.IntImm(1, x.dtype))]
     accs = [Buffer(f"{acc.name}_{k}", (1,), acc.dtype, Scope.LOCAL) for k in (0, 1)]
     zero = (E.IntImm(0),)
@@ -122,10 +124,13 @@ def _two_columns(x: E.Var, first: E.PrimExpr, acc: Buffer, reduction: S.Stmt, up
     return body
 
 
-def _is_dot_of(value: E.PrimExpr, acc: Buffer) -> bool:
-    """Whether `value` is DOT_INT8(run, weights, n, acc) adding to `acc` itself."""
-    return isinstance(value, E.Call) and value.func is E.Intrinsic.DOT_INT8 \
-        and isinstance(value.args[3], E.BufferLoad) and value.args[3].buffer is acc
+def _dot_of(update: S.BufferStore, acc: Buffer) -> E.Call | None:
+    """The DOT_INT8(run, weights, n, acc) call `update` stores into `acc` itself, else None."""
+    value = update.value
+    if update.buffer is acc and isinstance(value, E.Call) and value.func is E.Intrinsic.DOT_INT8 \
+            and isinstance(value.args[3], E.BufferLoad) and value.args[3].buffer is acc:
+        return value
+    return None
 
 
 def _replace_update(s: S.Stmt, update: S.BufferStore, new: S.Stmt) -> S.Stmt:
