@@ -83,6 +83,12 @@ def int_literal(value: int, dtype: str) -> str:
     return str(value)
 
 
+# in order: int8 dot loops as calls (DOT_INT8), two channels sharing a run (DOT2), then two positions of
+# those pairs (DOT2X2), four rows where no second position is left (DOT4), depthwise column pairs (SLIDE2)
+INT8_DOT_PASSES: tuple[Callable[[S.PrimFunc], S.PrimFunc], ...] = (
+    use_int8_dot, pair_int8_dots, quad_int8_dots, row_int8_dots, slide_int8_dots)
+
+
 class CodeGenC:
     """Accumulates kernels into one C translation unit."""
 
@@ -97,9 +103,11 @@ class CodeGenC:
 
     # ------------------------------------------------------------ public API
     def add_function(self, func: S.PrimFunc) -> None:
-        # int8 dot loops become one call just before writing, after memory planning (see int8_dot)
-        dots = slide_int8_dots(row_int8_dots(quad_int8_dots(pair_int8_dots(use_int8_dot(widen_indices(func))))))
-        _FunctionWriter(self, dots).write()
+        # int8 dot loops become helper calls just before writing, after memory planning (see int8_dot)
+        lowered = widen_indices(func)
+        for rewrite in INT8_DOT_PASSES:
+            lowered = rewrite(lowered)
+        _FunctionWriter(self, lowered).write()
         self._exported.append(func.name)
 
     @property
