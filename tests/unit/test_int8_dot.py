@@ -106,18 +106,20 @@ def _channel_dots(channels: int = 4, shared_run: bool = True, n: int = 37):
 
 
 def test_channels_sharing_a_run_are_visited_in_pairs(tmp_path):
-    func = pair_int8_dots(use_int8_dot(_channel_dots()))
+    func = pair_int8_dots(use_int8_dot(_channel_dots(channels=6)))
     (call,) = [s.value for s in S.walk_stmts(func.body) if isinstance(s, S.Evaluate)]
     assert call.func is E.Intrinsic.DOT2_INT8
     loops = [s for s in S.walk_stmts(func.body) if isinstance(s, S.For)]
-    assert [(f.loop_var.name, f.extent.value) for f in loops] == [("p", 3), ("c2", 2)]
+    assert [(f.loop_var.name, f.extent.value) for f in loops] == [("p", 3), ("c2", 3)]
     text = _source(func)
-    assert "ts_dot2_int8(&a[(p * 37)], &w[((c2 * 2) * 37)], &w[(((c2 * 2) + 1) * 37)], 37, &acc0, &acc1);" in text
+    # the C code generator then visits positions 0 and 1 by quads (int8_dot_quads), the last one by pairs
+    # (3 pairs: not rows of four, int8_dot_rows)
+    assert "ts_dot2_int8(&a[74], &w[((c2 * 2) * 37)], &w[(((c2 * 2) + 1) * 37)], 37, &acc0, &acc1);" in text
     rng = np.random.default_rng(1)
     # 37: the helper's 4-wide DSP steps and its tail; small values, so sums mostly stay inside int8
     a = rng.integers(-10, 11, (3, 37), dtype=np.int8)
-    w = rng.integers(-4, 5, (4, 37), dtype=np.int8)
-    out = np.zeros((3, 4), np.int8)
+    w = rng.integers(-4, 5, (6, 37), dtype=np.int8)
+    out = np.zeros((3, 6), np.int8)
     gen = CodeGenC()
     gen.add_function(func)
     host = Target("c")

@@ -55,7 +55,19 @@ DOT_S8 = r"""static inline int32_t ts_dot_int8(const int8_t* a, const int8_t* b,
 }"""
 
 # two weight rows against one activation run: each activation word is loaded and extended once
-DOT2_S8 = r"""static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0, const int8_t* b1, int32_t n,
+DOT2_S8 = r"""#if defined(__ARM_FEATURE_DSP) && !(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
+/* one word (4 bytes) of the run against both rows */
+static inline void ts_dot2_word(const int8_t* a, const int8_t* b0, const int8_t* b1, int32_t* s0, int32_t* s1) {
+  uint32_t x, y0, y1;
+  memcpy(&x, a, 4);
+  memcpy(&y0, b0, 4);
+  memcpy(&y1, b1, 4);
+  uint32_t even = __sxtb16(x), odd = ts_sxtb16_ror8(x);
+  *s0 = __smlad(odd, ts_sxtb16_ror8(y0), __smlad(even, __sxtb16(y0), *s0));
+  *s1 = __smlad(odd, ts_sxtb16_ror8(y1), __smlad(even, __sxtb16(y1), *s1));
+}
+#endif
+static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0, const int8_t* b1, int32_t n,
                                 int32_t* acc0, int32_t* acc1) {
   int32_t s0 = *acc0, s1 = *acc1;
 #if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -67,17 +79,18 @@ DOT2_S8 = r"""static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0,
   }
 #else
 #if defined(__ARM_FEATURE_DSP)
-  for (; n >= 4; n -= 4, a += 4, b0 += 4, b1 += 4) {
-    uint32_t x, y0, y1;
-    memcpy(&x, a, 4);
-    memcpy(&y0, b0, 4);
-    memcpy(&y1, b1, 4);
-    uint32_t even = __sxtb16(x), odd = ts_sxtb16_ror8(x);
-    s0 = __smlad(even, __sxtb16(y0), s0);
-    s0 = __smlad(odd, ts_sxtb16_ror8(y0), s0);
-    s1 = __smlad(even, __sxtb16(y1), s1);
-    s1 = __smlad(odd, ts_sxtb16_ror8(y1), s1);
+  /* four words per iteration (the loop's overhead spread over 32 MACs); the empty asm statements keep gcc
+     from hoisting later words' loads above earlier arithmetic, which would spill */
+  for (; n >= 16; n -= 16, a += 16, b0 += 16, b1 += 16) {
+    ts_dot2_word(a, b0, b1, &s0, &s1);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2_word(a + 4, b0 + 4, b1 + 4, &s0, &s1);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2_word(a + 8, b0 + 8, b1 + 8, &s0, &s1);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2_word(a + 12, b0 + 12, b1 + 12, &s0, &s1);
   }
+  for (; n >= 4; n -= 4, a += 4, b0 += 4, b1 += 4) ts_dot2_word(a, b0, b1, &s0, &s1);
 #endif
   for (; n > 0; --n, ++a) {
     s0 += (int32_t)*a * (int32_t)*b0++;
@@ -88,6 +101,177 @@ DOT2_S8 = r"""static inline void ts_dot2_int8(const int8_t* a, const int8_t* b0,
   *acc1 = s1;
 }"""
 
+
+# one activation run against four weight rows b + k * db (a dense layer): each activation word is loaded
+# and extended once for four rows; db is a constant at every call site (immediate offsets from b)
+DOT4_S8 = r"""#if defined(__ARM_FEATURE_DSP) && !(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
+/* one word (4 bytes) of the run against one row: x's halves are extended once by the caller */
+static inline int32_t ts_dot_word_ext(uint32_t xe, uint32_t xo, const int8_t* b, int32_t s) {
+  uint32_t y;
+  memcpy(&y, b, 4);
+  return __smlad(xo, ts_sxtb16_ror8(y), __smlad(xe, __sxtb16(y), s));
+}
+#endif
+static inline void ts_dot4_int8(const int8_t* a, const int8_t* b, int32_t db, int32_t n,
+                                int32_t* acc0, int32_t* acc1, int32_t* acc2, int32_t* acc3) {
+  int32_t s0 = *acc0, s1 = *acc1, s2 = *acc2, s3 = *acc3;
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+  for (; n > 0; n -= 16, a += 16, b += 16) {
+    mve_pred16_t p = vctp8q((uint32_t)n);
+    int8x16_t x = vldrbq_z_s8(a, p);
+    s0 = vmladavaq_p_s8(s0, x, vldrbq_z_s8(b, p), p);
+    s1 = vmladavaq_p_s8(s1, x, vldrbq_z_s8(b + db, p), p);
+    s2 = vmladavaq_p_s8(s2, x, vldrbq_z_s8(b + 2 * db, p), p);
+    s3 = vmladavaq_p_s8(s3, x, vldrbq_z_s8(b + 3 * db, p), p);
+  }
+#else
+#if defined(__ARM_FEATURE_DSP)
+  /* four words per iteration; the empty asm keeps gcc from hoisting later words' loads (spills) */
+  for (; n >= 16; n -= 16, a += 16, b += 16) {
+    for (int32_t k = 0; k < 16; k += 4) {
+      uint32_t x;
+      memcpy(&x, a + k, 4);
+      uint32_t xe = __sxtb16(x), xo = ts_sxtb16_ror8(x);
+      s0 = ts_dot_word_ext(xe, xo, b + k, s0);
+      s1 = ts_dot_word_ext(xe, xo, b + db + k, s1);
+      s2 = ts_dot_word_ext(xe, xo, b + 2 * db + k, s2);
+      s3 = ts_dot_word_ext(xe, xo, b + 3 * db + k, s3);
+      __asm__ volatile("" ::: "memory");
+    }
+  }
+  for (; n >= 4; n -= 4, a += 4, b += 4) {
+    uint32_t x;
+    memcpy(&x, a, 4);
+    uint32_t xe = __sxtb16(x), xo = ts_sxtb16_ror8(x);
+    s0 = ts_dot_word_ext(xe, xo, b, s0);
+    s1 = ts_dot_word_ext(xe, xo, b + db, s1);
+    s2 = ts_dot_word_ext(xe, xo, b + 2 * db, s2);
+    s3 = ts_dot_word_ext(xe, xo, b + 3 * db, s3);
+  }
+#endif
+  for (; n > 0; --n, ++a, ++b) {
+    int32_t x = *a;
+    s0 += x * b[0];
+    s1 += x * b[db];
+    s2 += x * b[2 * db];
+    s3 += x * b[3 * db];
+  }
+#endif
+  *acc0 = s0;
+  *acc1 = s1;
+  *acc2 = s2;
+  *acc3 = s3;
+}"""
+
+# two activation runs (positions a and a + da) against two weight rows (b and b + db), four sums: each
+# loaded word feeds two multiply-accumulates. da and db are constants at every call site, so gcc addresses
+# the second run and row with immediate offsets from the one pointer each operand pair advances.
+DOT2X2_S8 = r"""#if defined(__ARM_FEATURE_DSP) && !(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
+/* one word (4 bytes) of both runs and both rows: position 0's halves are dead before position 1's word is
+   loaded, so 4 weight halves and 2 activation halves are live at once */
+static inline void ts_dot2x2_word(const int8_t* a, int32_t da, const int8_t* b, int32_t db,
+                                  int32_t* s00, int32_t* s01, int32_t* s10, int32_t* s11) {
+  uint32_t x, y0, y1;
+  memcpy(&y0, b, 4);
+  memcpy(&y1, b + db, 4);
+  uint32_t y0e = __sxtb16(y0), y0o = ts_sxtb16_ror8(y0), y1e = __sxtb16(y1), y1o = ts_sxtb16_ror8(y1);
+  memcpy(&x, a, 4);
+  uint32_t xe = __sxtb16(x), xo = ts_sxtb16_ror8(x);
+  *s00 = __smlad(xo, y0o, __smlad(xe, y0e, *s00));
+  *s01 = __smlad(xo, y1o, __smlad(xe, y1e, *s01));
+  memcpy(&x, a + da, 4);
+  xe = __sxtb16(x);
+  xo = ts_sxtb16_ror8(x);
+  *s10 = __smlad(xo, y0o, __smlad(xe, y0e, *s10));
+  *s11 = __smlad(xo, y1o, __smlad(xe, y1e, *s11));
+}
+#endif
+static inline void ts_dot2x2_int8(const int8_t* a, int32_t da, const int8_t* b, int32_t db, int32_t n,
+                                  int32_t* acc00, int32_t* acc01, int32_t* acc10, int32_t* acc11) {
+  int32_t s00 = *acc00, s01 = *acc01, s10 = *acc10, s11 = *acc11;
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+  for (; n > 0; n -= 16, a += 16, b += 16) {
+    mve_pred16_t p = vctp8q((uint32_t)n);
+    int8x16_t x0 = vldrbq_z_s8(a, p), x1 = vldrbq_z_s8(a + da, p);
+    int8x16_t y0 = vldrbq_z_s8(b, p), y1 = vldrbq_z_s8(b + db, p);
+    s00 = vmladavaq_p_s8(s00, x0, y0, p);
+    s01 = vmladavaq_p_s8(s01, x0, y1, p);
+    s10 = vmladavaq_p_s8(s10, x1, y0, p);
+    s11 = vmladavaq_p_s8(s11, x1, y1, p);
+  }
+#else
+#if defined(__ARM_FEATURE_DSP)
+  /* two words per iteration, so the pointer updates, compare and branch are spread over 32 MACs; the empty
+     asm keeps gcc from hoisting the second word's loads above the first's arithmetic, which would need
+     more registers than the core has */
+  for (; n >= 16; n -= 16, a += 16, b += 16) {
+    ts_dot2x2_word(a, da, b, db, &s00, &s01, &s10, &s11);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2x2_word(a + 4, da, b + 4, db, &s00, &s01, &s10, &s11);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2x2_word(a + 8, da, b + 8, db, &s00, &s01, &s10, &s11);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2x2_word(a + 12, da, b + 12, db, &s00, &s01, &s10, &s11);
+  }
+  if (n >= 8) {
+    ts_dot2x2_word(a, da, b, db, &s00, &s01, &s10, &s11);
+    __asm__ volatile("" ::: "memory");
+    ts_dot2x2_word(a + 4, da, b + 4, db, &s00, &s01, &s10, &s11);
+    n -= 8, a += 8, b += 8;
+  }
+  if (n >= 4) {
+    ts_dot2x2_word(a, da, b, db, &s00, &s01, &s10, &s11);
+    n -= 4, a += 4, b += 4;
+  }
+#endif
+  for (; n > 0; --n, ++a, ++b) {
+    int32_t x0 = a[0], x1 = a[da], y0 = b[0], y1 = b[db];
+    s00 += x0 * y0;
+    s01 += x0 * y1;
+    s10 += x1 * y0;
+    s11 += x1 * y1;
+  }
+#endif
+  *acc00 = s00;
+  *acc01 = s01;
+  *acc10 = s10;
+  *acc11 = s11;
+}"""
+
+# two adjacent columns of a short run (a depthwise row): acc0 += sum a[k] * b[k], acc1 += sum a[k + 1] * b[k].
+# For 3 taps (the call sites' constant n) the DSP path loads a[0..3] once: its even bytes (a0, a2) and odd
+# bytes (a1, a3) as halfword pairs give both columns with SMLAD against (b0, b2) and one halfword MLA by b1.
+DOT_SLIDE2_S8 = r"""static inline void ts_dot_slide2_int8(const int8_t* a, const int8_t* b, int32_t n, int32_t* acc0,
+                                      int32_t* acc1) {
+  int32_t s0 = *acc0, s1 = *acc1;
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+  for (; n > 0; n -= 16, a += 16, b += 16) {
+    mve_pred16_t p = vctp8q((uint32_t)n);
+    int8x16_t y = vldrbq_z_s8(b, p);
+    s0 = vmladavaq_p_s8(s0, vldrbq_z_s8(a, p), y, p);
+    s1 = vmladavaq_p_s8(s1, vldrbq_z_s8(a + 1, p), y, p);
+  }
+#elif defined(__ARM_FEATURE_DSP)
+  if (n == 3) {
+    uint32_t x;
+    memcpy(&x, a, 4);
+    uint32_t even = __sxtb16(x), odd = ts_sxtb16_ror8(x);
+    uint32_t w02 = ((uint32_t)b[0] & 0xffffu) | ((uint32_t)b[2] << 16);
+    int32_t w1 = b[1];
+    s0 = __smlabb((int32_t)odd, w1, __smlad(even, w02, s0));  /* a0 b0 + a2 b2 + a1 b1 */
+    s1 = __smlatb((int32_t)even, w1, __smlad(odd, w02, s1));  /* a1 b0 + a3 b2 + a2 b1 */
+    n = 0;
+  }
+#endif
+#if !(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
+  for (int32_t k = 0; k < n; ++k) {
+    s0 += (int32_t)a[k] * (int32_t)b[k];
+    s1 += (int32_t)a[k + 1] * (int32_t)b[k];
+  }
+#endif
+  *acc0 = s0;
+  *acc1 = s1;
+}"""
 
 # int32 saturated to int8's range: one SSAT instruction on cores with the
 # saturation extension (Cortex-M3 and up), two compares elsewhere.
@@ -104,7 +288,7 @@ static inline int32_t ts_ssat8_int32(int32_t a) {
 
 
 def helper_source(kind: str, dtype: str) -> str:
-    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8}
+    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8, "dot2x2": DOT2X2_S8, "dot4": DOT4_S8, "dot_slide2": DOT_SLIDE2_S8}
     if kind in simd:
         return simd[kind]
     if kind == "ssat8":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Sequence
 
 from .. import dtype as dt
 from ..crt.status import Status, is_status
@@ -22,6 +22,9 @@ from ..tir.buffer import Buffer, Scope
 from ..tir.index_width import widen_indices
 from ..tir.int8_dot import use_int8_dot
 from ..tir.int8_dot_pairs import pair_int8_dots
+from ..tir.int8_dot_quads import quad_int8_dots
+from ..tir.int8_dot_rows import row_int8_dots
+from ..tir.int8_dot_slides import slide_int8_dots
 from ..tir.layout import flat_index
 from ..util.dispatch import TypeDispatch
 from .c_helpers import helper_name, helper_source
@@ -80,6 +83,12 @@ def int_literal(value: int, dtype: str) -> str:
     return str(value)
 
 
+# in order: int8 dot loops as calls (DOT_INT8), two channels sharing a run (DOT2), then two positions of
+# those pairs (DOT2X2), four rows where no second position is left (DOT4), depthwise column pairs (SLIDE2)
+INT8_DOT_PASSES: tuple[Callable[[S.PrimFunc], S.PrimFunc], ...] = (
+    use_int8_dot, pair_int8_dots, quad_int8_dots, row_int8_dots, slide_int8_dots)
+
+
 class CodeGenC:
     """Accumulates kernels into one C translation unit."""
 
@@ -94,8 +103,11 @@ class CodeGenC:
 
     # ------------------------------------------------------------ public API
     def add_function(self, func: S.PrimFunc) -> None:
-        # int8 dot loops become one call just before writing, after memory planning (see int8_dot)
-        _FunctionWriter(self, pair_int8_dots(use_int8_dot(widen_indices(func)))).write()
+        # int8 dot loops become helper calls just before writing, after memory planning (see int8_dot)
+        lowered = widen_indices(func)
+        for rewrite in INT8_DOT_PASSES:
+            lowered = rewrite(lowered)
+        _FunctionWriter(self, lowered).write()
         self._exported.append(func.name)
 
     @property
@@ -444,6 +456,12 @@ class _FunctionWriter:
             return self._dot_int8(e)
         if e.func is E.Intrinsic.DOT2_INT8:
             return self._dot2_int8(e)
+        if e.func is E.Intrinsic.DOT2X2_INT8:
+            return self._dot2x2_int8(e)
+        if e.func is E.Intrinsic.DOT4_INT8:
+            return self._dot4_int8(e)
+        if e.func is E.Intrinsic.DOT_SLIDE2_INT8:
+            return self._dot_slide2_int8(e)
         args = [self.expr(a) for a in e.args]
         if isinstance(e.func, str):
             return self.gen.emit_extern_call(e.func, args, e)
@@ -471,12 +489,40 @@ class _FunctionWriter:
         helper = self.gen.declare_helper("dot2", "int8")
         *ptrs, n, acc0, acc1 = e.args
         runs = [self._element_address(p) for p in ptrs]
-        accs = []
-        for acc in (acc0, acc1):
+        return f"{helper}({', '.join(runs)}, {self.expr(n)}, {self._scalar_addresses((acc0, acc1))})"
+
+    def _dot2x2_int8(self, e: E.Call) -> str:
+        """`ts_dot2x2_int8(&a[i], da, &b[j], db, n, &acc00, &acc01, &acc10, &acc11)`: two runs by two rows."""
+        self.gen.declare_helper("int8_simd", "int8")
+        helper = self.gen.declare_helper("dot2x2", "int8")
+        a, da, b, db, n, *accs = e.args
+        operands = [self._element_address(a), self.expr(da), self._element_address(b), self.expr(db), self.expr(n)]
+        return f"{helper}({', '.join(operands)}, {self._scalar_addresses(accs)})"
+
+    def _dot4_int8(self, e: E.Call) -> str:
+        """`ts_dot4_int8(&a[i], &b[j], db, n, &acc0, &acc1, &acc2, &acc3)`: one run by four rows."""
+        self.gen.declare_helper("int8_simd", "int8")
+        helper = self.gen.declare_helper("dot4", "int8")
+        a, b, db, n, *accs = e.args
+        operands = [self._element_address(a), self._element_address(b), self.expr(db), self.expr(n)]
+        return f"{helper}({', '.join(operands)}, {self._scalar_addresses(accs)})"
+
+    def _dot_slide2_int8(self, e: E.Call) -> str:
+        """`ts_dot_slide2_int8(&a[i], &b[j], n, &acc0, &acc1)`: two adjacent columns of a short run."""
+        self.gen.declare_helper("int8_simd", "int8")
+        helper = self.gen.declare_helper("dot_slide2", "int8")
+        a, b, n, *accs = e.args
+        operands = [self._element_address(a), self._element_address(b), self.expr(n)]
+        return f"{helper}({', '.join(operands)}, {self._scalar_addresses(accs)})"
+
+    def _scalar_addresses(self, accs: Sequence[E.PrimExpr]) -> str:
+        """`&acc0, &acc1, ...`: the in-place accumulators of the dot helpers, which must be local scalars."""
+        addresses = []
+        for acc in accs:
             if not (isinstance(acc, E.BufferLoad) and id(acc.buffer.root) in self.scalars):
-                raise CompileError(f"C codegen: dot2_int8 accumulates into local scalars, got {acc}")
-            accs.append(f"&{self.expr(acc)}")
-        return f"{helper}({', '.join(runs)}, {self.expr(n)}, {', '.join(accs)})"
+                raise CompileError(f"C codegen: int8 dot helpers accumulate into local scalars, got {acc}")
+            addresses.append(f"&{self.expr(acc)}")
+        return ", ".join(addresses)
 
     def _element_address(self, p: E.PrimExpr) -> str:
         if not isinstance(p, E.BufferPtr):

@@ -213,6 +213,19 @@ class Intrinsic(enum.Enum):
     # acc1 in place; args (BufferPtr a, BufferPtr b0, BufferPtr b1, n, acc0, acc1) with the accumulators
     # as loads of local scalars (made by tir/int8_dot_pairs.py)
     DOT2_INT8 = "dot2_int8"
+    # a statement (void): adds the dot products of runs a and a + da (two positions) with runs b and b + db
+    # (two weight rows) to four int32 scalars in place; args (BufferPtr a, da, BufferPtr b, db, n, acc00,
+    # acc01, acc10, acc11), acc<position><row> loads of local scalars, da and db constants
+    # (made by tir/int8_dot_quads.py)
+    DOT2X2_INT8 = "dot2x2_int8"
+    # a statement (void): adds the dot products of run a with the four runs b + k * db (k < 4) to four int32
+    # scalars in place; args (BufferPtr a, BufferPtr b, db, n, acc0, acc1, acc2, acc3), the accumulators
+    # loads of local scalars, db a constant (made by tir/int8_dot_rows.py)
+    DOT4_INT8 = "dot4_int8"
+    # a statement (void): adds sum of a[k] * b[k] and sum of a[k + 1] * b[k] (k < n: two adjacent columns
+    # of a depthwise row) to two int32 scalars in place; args (BufferPtr a, BufferPtr b, n, acc0, acc1),
+    # the accumulators loads of local scalars (made by tir/int8_dot_slides.py)
+    DOT_SLIDE2_INT8 = "dot_slide2_int8"
 
 
 @dataclass(frozen=True, slots=True)

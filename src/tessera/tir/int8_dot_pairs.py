@@ -87,6 +87,29 @@ def _paired(loop: S.For) -> S.Stmt | None:
     return S.For(c2, E.IntImm(extent // 2, loop.extent.dtype), body, loop.kind)
 
 
+def paired_parts(s: S.Stmt) -> tuple[tuple[Buffer, Buffer], E.Call, tuple[S.Stmt, ...]] | None:
+    """(accumulators, DOT2 call, epilogue stores) when `s` is the body `pair_int8_dots` makes, else None
+    (for the passes that take its pairs further: int8_dot_quads, int8_dot_rows)."""
+    if not (isinstance(s, S.Allocate) and isinstance(s.body, S.Allocate) and isinstance(s.body.body, S.SeqStmt)):
+        return None
+    accs = (s.buffer, s.body.buffer)
+    stmts = s.body.body.stmts
+    if len(stmts) < 3:
+        return None
+    *inits, evaluate = stmts[:3]
+    tail = stmts[3:]
+    if not all(isinstance(i, S.BufferStore) and i.buffer is a and E.is_const(i.value, 0) for i, a in zip(inits, accs)):
+        return None
+    call = evaluate.value if isinstance(evaluate, S.Evaluate) else None
+    if not (isinstance(call, E.Call) and call.func is E.Intrinsic.DOT2_INT8):
+        return None
+    if not all(isinstance(load, E.BufferLoad) and load.buffer is a for load, a in zip(call.args[4:], accs)):
+        return None
+    if not all(isinstance(t, S.BufferStore) and all(t.buffer is not a for a in accs) for t in tail):
+        return None  # the tail only reads the accumulators (the epilogue's stores)
+    return accs, call, tail
+
+
 def _uses(e: E.PrimExpr, var: E.Var) -> bool:
     return any(n is var for n in walk_expr(e))
 

@@ -132,3 +132,10 @@ def simplify_index(e: E.PrimExpr, extents: Mapping[E.Var, int]) -> E.PrimExpr:
         return _split(node, divisor, ranges)
 
     return map_expr(e, visit)
+
+
+def constant_difference(a: E.PrimExpr, b: E.PrimExpr) -> int | None:
+    """d when `a - b` is the constant d whatever its variables' values (both affine in the same terms),
+    else None. Sub-expressions that are not affine count as opaque terms, equal only to themselves."""
+    diff = _affine(a).add(_affine(b), -1)
+    return None if diff.terms else diff.const
