@@ -131,7 +131,7 @@ OPS: dict[str, Callable[[], keras.Model]] = {
     "max_pool_2d": _single((9, 9, 4), lambda x: layers.MaxPooling2D(3, strides=2, padding="same")(x)),
     "add": _two((6, 5, 4), lambda a, b: layers.Add()([a, b])),
     "mul": _two((6, 5, 4), lambda a, b: layers.Multiply()([a, b])),
-    "reshape": _single((4, 3, 2), lambda x: layers.Dense(4)(layers.Reshape((6, 4))(x))),
+    "reshape": _single((4, 3, 2), lambda x: layers.Reshape((24,))(layers.ReLU()(layers.Reshape((6, 4))(x)))),
     "softmax": _single((10,), lambda x: layers.Softmax()(x)),
     "pad": _single((5, 4, 3), lambda x: layers.ZeroPadding2D(((1, 2), (0, 1)))(x)),
     "mean": _single((6, 5, 4), lambda x: layers.GlobalAveragePooling2D()(x)),

@@ -46,7 +46,7 @@ from .nn.conv import ConvAttrs, conv_reference, conv_type_rel
 from .nn.conv_schedule import pad_input
 from .nn.pool import PoolAttrs, pool_type
 from .qnn_rounding import Rounding, divide_half_away_expr, divide_half_away_ref, multiply_expr, multiply_ref, \
-    round_half_away_expr, round_half_away_ref
+    rescale_double_expr, rescale_double_ref, round_half_away_expr, round_half_away_ref
 from .registry import OpPattern, register_op
 from .schedule_context import ScheduleContext
 
@@ -116,6 +116,9 @@ def requantize_expr(product: E.PrimExpr, r: Requant, half_even: bool = False) ->
 
 def channel_requantize(acc: E.PrimExpr, mult: "te.Tensor", c: E.PrimExpr, r: Requant) -> E.PrimExpr:
     """The int32 accumulator `acc` of output channel `c` requantised to int8, in `r.rounding`."""
+    if r.rounding is Rounding.TFLITE and mult.dtype == "float64":
+        y = rescale_double_expr(acc, _channel(mult, c))
+        return clamp_int8(E.add(y, E.const(r.output_zero_point, "int32")), r)
     if r.rounding is Rounding.TFLITE:
         k = E.IntImm(0) if mult.shape[1] == 1 else c
         y = multiply_expr(acc, mult[E.IntImm(0), k], mult[E.IntImm(1), k], mult[E.IntImm(2), k])
@@ -130,6 +133,9 @@ def channel_requantize_ref(acc: np.ndarray, mult: np.ndarray, channel_axis: int,
         shape[channel_axis] = v.size
         return v.reshape(shape)
 
+    if r.rounding is Rounding.TFLITE and mult.dtype == np.float64:
+        y = rescale_double_ref(acc, along(mult)) + r.output_zero_point
+        return np.clip(np.clip(y, *INT8), r.lo, r.hi).astype(np.int8)
     if r.rounding is Rounding.TFLITE:
         y = multiply_ref(acc, along(mult[0]), along(mult[1]), along(mult[2])) + r.output_zero_point
         return np.clip(np.clip(y, *INT8), r.lo, r.hi).astype(np.int8)
@@ -285,9 +291,17 @@ def _check_int8(types: tuple[TensorType, ...], what: str) -> None:
             raise TypeInferenceError(f"{what}: input {k} must be int8, got {t.dtype}")
 
 
-def _check_channel_vectors(bias: TensorType, mult: TensorType, channels: int, what: str, r: Requant) -> None:
-    shapes = ((3, channels), (3, 1)) if r.rounding is Rounding.TFLITE else ((channels,), (1,))
-    if bias.dtype != "int32" or mult.dtype != "int32" or bias.shape != (channels,) or mult.shape not in shapes:
+def _check_channel_vectors(bias: TensorType, mult: TensorType, channels: int, what: str, r: Requant,
+                           double_scales: bool = False) -> None:
+    """Multipliers: int32 (C,) (or (1,)); with TFLITE rounding an int32 (3, C) table, or for dense
+    float64 (C,) scales (LiteRT's double-precision per-channel FULLY_CONNECTED)."""
+    if double_scales and r.rounding is Rounding.TFLITE and mult.dtype == "float64":
+        shapes, mult_dtype = ((channels,), (1,)), "float64"
+    elif r.rounding is Rounding.TFLITE:
+        shapes, mult_dtype = ((3, channels), (3, 1)), "int32"
+    else:
+        shapes, mult_dtype = ((channels,), (1,)), "int32"
+    if bias.dtype != "int32" or mult.dtype != mult_dtype or bias.shape != (channels,) or mult.shape not in shapes:
         raise TypeInferenceError(f"{what}: bias must be int32 ({channels},) and multipliers int32 {shapes[0]} "
                                  f"or {shapes[1]}; got {bias.dtype} {bias.shape} and {mult.dtype} {mult.shape}")
 
@@ -398,7 +412,7 @@ def _qdense_type(types: tuple[Type, ...], attrs: QDenseAttrs) -> Type:
     _check_int8((x, w), "qnn.dense")
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
         raise TypeInferenceError(f"qnn.dense needs data (M, K) and weight (N, K), got {x.shape} and {w.shape}")
-    _check_channel_vectors(bias, mult, w.shape[0], "qnn.dense", attrs.requant)
+    _check_channel_vectors(bias, mult, w.shape[0], "qnn.dense", attrs.requant, double_scales=True)
     return TensorType((x.shape[0], w.shape[0]), "int8")
 
 

@@ -14,6 +14,8 @@ quantised model is only right bit for bit under the arithmetic it was made for:
   (``quantize_multiplier``), a rounding doubling high multiply
   (round half up at bit 31) and then a rounding right shift (round half away
   from zero). Two roundings, so no single fixed-point rounding equals it.
+  Per-channel FULLY_CONNECTED instead rescales in double precision and rounds
+  once (`rescale_double_expr`); tessera's dense takes float64 scales for it.
 
 This module holds the LiteRT arithmetic as NumPy (the references) and as TIR
 (the kernels), so the two cannot drift apart.
@@ -101,13 +103,27 @@ def multiply_expr(x: E.PrimExpr, q: E.PrimExpr, left: E.PrimExpr, right: E.PrimE
     return E.add(E.binary(E.BinOp.SHR, high, right), up)
 
 
-def round_half_away_expr(v: E.PrimExpr) -> E.PrimExpr:
-    """std::round of a float32 `v` already clamped to a small range (|v| < 2^31), as float32."""
-    t = E.cast(E.cast(v, "int32"), "float32")  # truncation toward zero
+def round_half_away_expr(v: E.PrimExpr, dtype: str = "float32") -> E.PrimExpr:
+    """std::round of a float `v` (of `dtype`) already clamped to a small range (|v| < 2^31), as `dtype`."""
+    t = E.cast(E.cast(v, "int32"), dtype)  # truncation toward zero
     d = E.sub(v, t)  # exact
-    step = E.select(E.ge(d, E.const(0.5, "float32")), E.const(1.0, "float32"),
-                    E.select(E.le(d, E.const(-0.5, "float32")), E.const(-1.0, "float32"), E.const(0.0, "float32")))
+    step = E.select(E.ge(d, E.const(0.5, dtype)), E.const(1.0, dtype),
+                    E.select(E.le(d, E.const(-0.5, dtype)), E.const(-1.0, dtype), E.const(0.0, dtype)))
     return E.add(t, step)
+
+
+def rescale_double_expr(acc: E.PrimExpr, scale: E.PrimExpr) -> E.PrimExpr:
+    """round(double(acc) * scale), half away from zero, as int32: LiteRT's per-channel FULLY_CONNECTED
+    rescales in double precision (its reference kernel, "to avoid loss of precision")."""
+    v = E.mul(E.cast(acc, "float64"), scale)
+    v = E.minimum(E.maximum(v, E.const(-1024.0, "float64")), E.const(1024.0, "float64"))  # int8 saturates anyway
+    return E.cast(round_half_away_expr(v, "float64"), "int32")
+
+
+def rescale_double_ref(acc: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    v = np.clip(acc.astype(np.float64) * scale.astype(np.float64), -1024, 1024)
+    t = np.trunc(v)
+    return (t + np.where(v - t >= 0.5, 1, np.where(v - t <= -0.5, -1, 0))).astype(np.int64)
 
 
 def divide_half_away_expr(total: E.PrimExpr, count: int) -> E.PrimExpr:

@@ -319,9 +319,11 @@ def _tflite_dense(y: Expr, out: Dequantized) -> Expr | None:
     if prod is None:
         return None
     x = _dequantized(prod.args[0])
-    weight = _weight(_dequantized(prod.args[1]), 0)
+    w_dq = _dequantized(prod.args[1])
+    weight = _weight(w_dq, 0)
     if x is None or not x.per_tensor or len(_shape(x.x)) != 2 or weight is None or weight[0].ndim != 2:
         return None
+    weight_per_tensor = w_dq is not None and w_dq.per_tensor
     w, ws = weight
     bias = _raw_bias(bias_expr, w.shape[0])
     if bias is None:
@@ -329,7 +331,9 @@ def _tflite_dense(y: Expr, out: Dequantized) -> Expr | None:
     folded = bias - x.zp * qnn.weight_sums(w)
     if np.abs(folded).max() >= 2**31:
         return None
-    return Call(qnn.qdense, (x.x, Constant(w), Constant(folded.astype(np.int32)), _tflite_table(x, ws, out)),
+    # LiteRT rescales per-channel FULLY_CONNECTED in double precision, one rounding (see op.qnn_rounding)
+    scales = Constant((x.s * ws / out.s).astype(np.float64)) if not weight_per_tensor else _tflite_table(x, ws, out)
+    return Call(qnn.qdense, (x.x, Constant(w), Constant(folded.astype(np.int32)), scales),
                 qnn.QDenseAttrs(x.zp, _tflite_requant(out, lo, hi)))
 
 
