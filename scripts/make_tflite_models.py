@@ -12,7 +12,9 @@ Writes, under ``tests/data/tflite/``:
   TFLite Micro runs);
 * ``ops/<op>.<float|int8>.tflite``: one small Keras model per operator family
   the importer converts, as a float model and as a full-integer one with float
-  inputs and outputs (so QUANTIZE and DEQUANTIZE are covered too).
+  inputs and outputs (so QUANTIZE and DEQUANTIZE are covered too);
+* ``unsupported/gather.float.tflite``: an operator tessera does not convert
+  (for the importer's error message).
 
 TensorFlow is a dependency of this script only (tests use the committed
 files and LiteRT). Run from the repository root, in a venv with
@@ -146,6 +148,12 @@ OPS: dict[str, Callable[[], keras.Model]] = {
 }
 
 
+# An operator tessera does not convert, for the importer's error message.
+UNSUPPORTED: dict[str, Callable[[], keras.Model]] = {
+    "gather": _single((6, 4), lambda x: layers.Lambda(lambda t: tf.gather(t, [3, 0, 2], axis=1))(x)),
+}
+
+
 # --------------------------------------------------------------------------- weights, calibration, conversion
 def randomise(model: keras.Model, rng: np.random.Generator) -> None:
     """Seeded random weights; batch-norm statistics away from the identity so folding them matters."""
@@ -197,15 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--out", type=Path, default=Path("tests/data/tflite"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--only", choices=("mlperf", "ops"), default=None)
+    parser.add_argument("--only", default=None, help="'mlperf', 'ops', or one operator model's name")
     args = parser.parse_args(argv)
     jobs: list[tuple[Path, Callable[[], keras.Model], bool, bool]] = []
-    if args.only != "ops":
+    if args.only in (None, "mlperf"):
         jobs += [(args.out / "mlperf_tiny" / f"{n}.int8.tflite", f, True, True) for n, f in MLPERF_TINY.items()]
-    if args.only != "mlperf":
+    if args.only not in ("mlperf",):
         for name, factory in OPS.items():
+            if args.only not in (None, "ops", name):
+                continue
             jobs.append((args.out / "ops" / f"{name}.float.tflite", factory, False, False))
             jobs.append((args.out / "ops" / f"{name}.int8.tflite", factory, True, False))
+    if args.only in (None, "ops"):
+        jobs += [(args.out / "unsupported" / f"{n}.float.tflite", f, False, False) for n, f in UNSUPPORTED.items()]
     for path, factory, int8, int8_io in jobs:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = convert(build(factory, args.seed), args.seed, int8, int8_io)
