@@ -295,6 +295,7 @@ def _check_channel_vectors(bias: TensorType, mult: TensorType, channels: int, wh
                            double_scales: bool = False) -> None:
     """Multipliers: int32 (C,) (or (1,)); with TFLITE rounding an int32 (3, C) table, or for dense
     float64 (C,) scales (LiteRT's double-precision per-channel FULLY_CONNECTED)."""
+    shapes: tuple[tuple[int, ...], ...]
     if double_scales and r.rounding is Rounding.TFLITE and mult.dtype == "float64":
         shapes, mult_dtype = ((channels,), (1,)), "float64"
     elif r.rounding is Rounding.TFLITE:

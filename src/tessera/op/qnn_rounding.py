@@ -27,6 +27,7 @@ import enum
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from ..tir import expr as E
 
@@ -64,17 +65,17 @@ def multiplier_table(reals: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ NumPy references
-def multiply_ref(x: np.ndarray, q: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+def multiply_ref(x: npt.ArrayLike, q: npt.ArrayLike, left: npt.ArrayLike, right: npt.ArrayLike) -> np.ndarray:
     """MultiplyByQuantizedMultiplier on int32 values (int64 arrays in and out; operands broadcast)."""
-    a = x.astype(np.int64) << left.astype(np.int64)
-    high = (a * q.astype(np.int64) + (1 << 30)) >> 31  # SaturatingRoundingDoublingHighMul: half up
-    r = right.astype(np.int64)
+    a = np.asarray(x, np.int64) << np.asarray(left, np.int64)
+    high = (a * np.asarray(q, np.int64) + (1 << 30)) >> 31  # SaturatingRoundingDoublingHighMul: half up
+    r = np.asarray(right, np.int64)
     mask = (np.int64(1) << r) - 1
     threshold = (mask >> 1) + (high < 0)
     return (high >> r) + ((high & mask) > threshold)  # RoundingDivideByPOT: half away from zero
 
 
-def round_half_away_ref(v: np.ndarray) -> np.ndarray:
+def round_half_away_ref(v: npt.ArrayLike) -> np.ndarray:
     """std::round on float32 values, as float32."""
     v = np.asarray(v, np.float32)
     t = np.trunc(v)

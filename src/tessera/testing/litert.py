@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ def mlperf_tiny_path(name: str) -> Path:
     return DATA / "mlperf_tiny" / f"{name}.int8.tflite"
 
 
-def _interpreter(model: str | Path | bytes):  # type: ignore[no-untyped-def]
+def _interpreter(model: str | Path | bytes) -> Any:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     kind = OpResolverType.BUILTIN_REF

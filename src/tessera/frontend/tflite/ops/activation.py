@@ -32,7 +32,7 @@ def _lookup(op: Operator, table: Table) -> Value:
                        f"{t_in.dtype} -> {t_out.dtype}")
     values = table(float(q_in.scale[0]), int(q_in.zero_point[0]), float(q_out.scale[0]), int(q_out.zero_point[0]))
     x = op.value(0)
-    index = ew.add(ew.cast(x.expr, dtype="int32"), Constant(np.int32(128)))
+    index = ew.add(ew.cast(x.expr, dtype="int32"), Constant(np.asarray(128, np.int32)))
     return Value(take(Constant(values.astype(np.int8)), index, axis=0), x.channels_first)
 
 

@@ -7,6 +7,8 @@ patterns are the ones `transform.quantize_to_integer` fuses for ONNX models.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ....op import elemwise as ew
@@ -52,7 +54,7 @@ def _bias(op: Operator, k: int, channels: int) -> Expr | None:
     return dequantize(Constant(b), Quantization(scale, np.zeros(channels, np.int64), 0), "int32", 0)
 
 
-def _conv(op: Operator, w: Expr, groups: int, options: object) -> Value:
+def _conv(op: Operator, w: Expr, groups: int, options: Any) -> Value:
     x = op.dequantized(0, channels_first=True).expr
     _, _, h, wd = shape_of(x)
     _, _, kh, kw = shape_of(w)

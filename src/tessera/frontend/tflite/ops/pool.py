@@ -9,12 +9,12 @@ from ..registry import converter
 from .common import fused_activation, padding
 
 
-def _pool_attrs(op: Operator, size: tuple[int, int]) -> dict[str, object]:
+def _pool_attrs(op: Operator, spatial: tuple[int, ...]) -> dict[str, object]:
     o = op.options
     kernel = (int(o.FilterHeight()), int(o.FilterWidth()))
     strides = (int(o.StrideH()), int(o.StrideW()))
     return {"kernel": kernel, "strides": strides, "dilation": (1, 1),
-            "padding": padding(op, int(o.Padding()), size, kernel, strides)}
+            "padding": padding(op, int(o.Padding()), (spatial[0], spatial[1]), kernel, strides)}
 
 
 @converter("AVERAGE_POOL_2D")

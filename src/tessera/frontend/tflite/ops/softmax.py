@@ -27,7 +27,7 @@ def softmax(op: Operator) -> Value:
     x = nhwc(op.value(0))
     axis = len(op.tensor(0).shape) - 1
     if op.tensor(0).dtype == "float32":
-        scaled = x if beta == 1 else ew.multiply(x, Constant(beta))
+        scaled = x if beta == 1 else ew.multiply(x, Constant(np.asarray(beta)))
         return Value(sm.softmax(scaled, axis=-1))
     q_in, q_out = op.quantization(op.tensor(0)), op.quantization(op.output())
     if op.tensor(0).dtype != "int8" or op.output().dtype != "int8" or q_in is None or q_out is None:
@@ -35,9 +35,9 @@ def softmax(op: Operator) -> Value:
     xi = ew.cast(x, dtype="int32")
     distance = ew.subtract(red.max(xi, axes=(axis,), keepdims=True), xi)
     scale = np.float32(-np.float32(q_in.scale[0]) * beta)
-    e = ew.exp(ew.multiply(ew.cast(distance, dtype="float32"), Constant(scale)))
+    e = ew.exp(ew.multiply(ew.cast(distance, dtype="float32"), Constant(np.asarray(scale))))
     total = red.sum(e, axes=(axis,), keepdims=True)
-    inverse = ew.divide(Constant(np.float32(1)), ew.multiply(total, Constant(np.float32(q_out.scale[0]))))
+    inverse = ew.divide(Constant(np.asarray(1, np.float32)), ew.multiply(total, Constant(np.asarray(q_out.scale[0], np.float32))))
     y = qnn.quantize(ew.multiply(e, inverse), Constant(np.ones(1, np.float32)),
                      Constant(q_out.zero_point.astype(np.int8)), axis=1, out_dtype="int8",
                      rounding=Rounding.TFLITE)
