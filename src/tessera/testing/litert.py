@@ -26,7 +26,7 @@ def mlperf_tiny_path(name: str) -> Path:
     return DATA / "mlperf_tiny" / f"{name}.int8.tflite"
 
 
-def _interpreter(model: str | Path | bytes) -> Any:
+def interpreter(model: str | Path | bytes) -> Any:
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     kind = OpResolverType.BUILTIN_REF
@@ -36,13 +36,13 @@ def _interpreter(model: str | Path | bytes) -> Any:
 
 
 def input_specs(model: str | Path | bytes) -> list[tuple[tuple[int, ...], np.dtype]]:
-    it = _interpreter(model)
+    it = interpreter(model)
     return [(tuple(int(d) for d in x["shape"]), np.dtype(x["dtype"])) for x in it.get_input_details()]
 
 
 def run_litert(model: str | Path | bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """LiteRT's outputs for `inputs` (by position) with its reference kernels."""
-    it = _interpreter(model)
+    it = interpreter(model)
     it.allocate_tensors()
     details = it.get_input_details()
     if len(details) != len(inputs):
