@@ -27,11 +27,18 @@ def test_mlperf_tiny_tflite_bit_exact_on_host(name, record_property):
         np.testing.assert_array_equal(lib(*xs)[0], run_litert(path, xs)[0])
 
 
-def test_kws_tflite_bit_exact_on_cortex_m4():
-    path = mlperf_tiny_path("kws_ds_cnn")
+BOARDS = {"mps2-an386": "c -mcpu=cortex-m4", "mps2-an500": "c -mcpu=cortex-m7", "mps3-an547": "c -mcpu=cortex-m55"}
+
+
+@pytest.mark.parametrize("name", MLPERF_TINY)
+def test_mlperf_tiny_tflite_bit_exact_on_boards(name, record_property):
+    record_property("suite", "MLPerf Tiny int8 TFLite, AOT on Cortex-M4/M7/M55")
+    path = mlperf_tiny_path(name)
     mod, params = from_tflite(path)
     xs = seeded_inputs(path, 0)
-    lib = tessera.build(mod, target="c -mcpu=cortex-m4", params=params, executor="aot", mod_name="kws")
-    outputs, run = lib.run_board("mps2-an386", xs)
-    np.testing.assert_array_equal(outputs[0], run_litert(path, xs)[0])
-    assert run.sizes.flash > lib.program.params_size
+    expected = run_litert(path, xs)[0]
+    for board, target in BOARDS.items():
+        lib = tessera.build(mod, target=target, params=params, executor="aot", mod_name=name)
+        outputs, run = lib.run_board(board, xs)
+        np.testing.assert_array_equal(outputs[0], expected, err_msg=board)
+        assert run.sizes.flash > lib.program.params_size

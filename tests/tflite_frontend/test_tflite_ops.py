@@ -13,9 +13,6 @@ from tessera.testing.litert import DATA, run_litert, seeded_inputs
 
 logging.getLogger().setLevel(logging.ERROR)
 OPS = sorted(p.name.split(".")[0] for p in (DATA / "ops").glob("*.float.tflite"))
-# int8 MUL runs as dequantize -> float multiply -> quantize: LiteRT multiplies the integers and
-# rescales with MultiplyByQuantizedMultiplier, so a result may round one step the other way.
-ONE_STEP_OFF = {"mul"}
 
 
 def _run(path, seeds=(0, 1)):
@@ -39,12 +36,7 @@ def test_int8_operator_is_bit_exact(name):
     path = DATA / "ops" / f"{name}.int8.tflite"
     for got, want in _run(path):
         for g, w in zip(got, want):
-            if name in ONE_STEP_OFF:
-                step = float(np.min(np.diff(np.unique(w)))) if np.unique(w).size > 1 else 1.0
-                assert np.abs(g - w).max() <= step * 1.001
-                assert np.mean(g == w) > 0.9
-            else:
-                np.testing.assert_array_equal(g, w)
+            np.testing.assert_array_equal(g, w)
 
 
 def test_int8_ops_become_integer_kernels():
@@ -53,8 +45,8 @@ def test_int8_ops_become_integer_kernels():
     from tessera.transform.quantize_to_integer import quantize_to_integer
 
     names = set()
-    for op in ("conv_2d", "depthwise_conv_2d", "fully_connected", "add", "average_pool_2d"):
+    for op in ("conv_2d", "depthwise_conv_2d", "fully_connected", "add", "mul", "average_pool_2d"):
         mod, _ = from_tflite(DATA / "ops" / f"{op}.int8.tflite")
         names |= {c.op.name for c in iter_calls(quantize_to_integer(mod["main"], mod).body)}
-    assert {"qnn.conv2d", "qnn.dense", "qnn.add", "qnn.avg_pool2d"} <= names
-    assert not names & {"nn.conv2d", "nn.dense", "add", "nn.avg_pool2d"}
+    assert {"qnn.conv2d", "qnn.dense", "qnn.add", "qnn.mul", "qnn.avg_pool2d"} <= names
+    assert not names & {"nn.conv2d", "nn.dense", "add", "multiply", "nn.avg_pool2d"}
