@@ -20,7 +20,9 @@ TensorFlow is a dependency of this script only (tests use the committed
 files and LiteRT). Run from the repository root, in a venv with
 ``tensorflow-cpu``::
 
-    python scripts/make_tflite_models.py [-o tests/data/tflite] [--seed 0]
+    python scripts/make_tflite_models.py [-o tests/data/tflite] [--seed 0] [--only mlperf|ops|NAME]
+
+Same arguments and TensorFlow version give byte-identical files.
 """
 
 from __future__ import annotations
@@ -195,6 +197,7 @@ def convert(model: keras.Model, seed: int, int8: bool, int8_io: bool) -> bytes:
 
 
 def build(factory: Callable[[], keras.Model], seed: int) -> keras.Model:
+    keras.backend.clear_session()  # layer names count from zero again: each file is the same in any run
     keras.utils.set_random_seed(seed)
     model = factory()
     randomise(model, np.random.default_rng(seed))
