@@ -131,6 +131,8 @@ OPS: dict[str, Callable[[], keras.Model]] = {
                                                                               activation="relu")(x)),
     "depthwise_multiplier": _single((8, 8, 3), lambda x: layers.DepthwiseConv2D(3, depth_multiplier=2)(x)),
     "fully_connected": _single((24,), lambda x: layers.Dense(10, activation="relu")(x)),
+    "fully_connected_per_tensor": _single((24,), lambda x: layers.Dense(10)(x)),
+    "conv_2d_per_tensor": _single((7, 6, 3), lambda x: layers.Conv2D(4, 3, padding="same")(x)),
     "average_pool_2d": _single((8, 8, 4), lambda x: layers.AveragePooling2D(2)(x)),
     "max_pool_2d": _single((9, 9, 4), lambda x: layers.MaxPooling2D(3, strides=2, padding="same")(x)),
     "add": _two((6, 5, 4), lambda a, b: layers.Add()([a, b])),
@@ -149,6 +151,10 @@ OPS: dict[str, Callable[[], keras.Model]] = {
     "strided_slice": _single((8, 6, 4), lambda x: layers.Lambda(lambda t: t[:, 1:7:2, ::2, 1:3])(x)),
 }
 
+
+# Quantised with one weight scale per tensor instead of per output channel (LiteRT computes their
+# multipliers differently).
+PER_TENSOR = {"fully_connected_per_tensor", "conv_2d_per_tensor"}
 
 # An operator tessera does not convert, for the importer's error message.
 UNSUPPORTED: dict[str, Callable[[], keras.Model]] = {
@@ -184,8 +190,11 @@ def calibration(model: keras.Model, seed: int) -> Callable[[], Iterator[list[np.
     return samples
 
 
-def convert(model: keras.Model, seed: int, int8: bool, int8_io: bool) -> bytes:
+def convert(model: keras.Model, seed: int, int8: bool, int8_io: bool, per_tensor: bool = False) -> bytes:
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if per_tensor:  # (private converter flags: the public API has no switch for this)
+        converter._experimental_disable_per_channel = True
+        converter._experimental_disable_per_channel_quantization_for_dense_layers = True
     if int8:
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = calibration(model, seed)
@@ -210,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default=None, help="'mlperf', 'ops', or one operator model's name")
     args = parser.parse_args(argv)
-    jobs: list[tuple[Path, Callable[[], keras.Model], bool, bool]] = []
+    jobs: list[tuple[Path, Callable[[], keras.Model], bool, bool]] = []  # (file, model, int8, int8 in/out)
     if args.only in (None, "mlperf"):
         jobs += [(args.out / "mlperf_tiny" / f"{n}.int8.tflite", f, True, True) for n, f in MLPERF_TINY.items()]
     if args.only not in ("mlperf",):
@@ -223,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs += [(args.out / "unsupported" / f"{n}.float.tflite", f, False, False) for n, f in UNSUPPORTED.items()]
     for path, factory, int8, int8_io in jobs:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = convert(build(factory, args.seed), args.seed, int8, int8_io)
+        data = convert(build(factory, args.seed), args.seed, int8, int8_io, path.name.split(".")[0] in PER_TENSOR)
         path.write_bytes(data)
         print(f"{path}: {len(data):,} bytes")
     return 0
