@@ -47,3 +47,11 @@ def test_input_shape_does_not_apply_to_tflite(tmp_path, capsys):
     code, _, err = _cli(["compile", DATA / "ops" / "relu.float.tflite", "-o", tmp_path / "m.so",
                          "--input-shape", "x:1,20", "-q"], capsys)
     assert code == 2 and "is a TFLite model, whose input shapes are fixed in the file" in err
+
+
+def test_tune_takes_a_tflite_model(tmp_path, capsys):
+    log = tmp_path / "tune.json"
+    model = DATA / "ops" / "conv_2d.float.tflite"
+    assert _cli(["tune", model, "-o", log, "--trials", "1", "--repeat", "1", "-q"], capsys)[0] == 0
+    code, out, _ = _cli(["run", model, "--tuning-log", log, "--check", "-q"], capsys)
+    assert code == 0 and "CHECK OK" in out
