@@ -141,6 +141,7 @@ OPS: dict[str, Callable[[], keras.Model]] = {
     "softmax": _single((10,), lambda x: layers.Softmax()(x)),
     "pad": _single((5, 4, 3), lambda x: layers.ZeroPadding2D(((1, 2), (0, 1)))(x)),
     "mean": _single((6, 5, 4), lambda x: layers.GlobalAveragePooling2D()(x)),
+    "mean_keepdims": _single((6, 5, 4), lambda x: layers.GlobalAveragePooling2D(keepdims=True)(x)),
     "concatenation": _two((4, 4, 3), lambda a, b: layers.Concatenate(axis=-1)([a, b])),
     "relu": _single((20,), lambda x: layers.ReLU()(x)),
     "relu6": _single((20,), lambda x: layers.ReLU(6.0)(x)),

@@ -24,7 +24,7 @@ lower clamp to the output zero point (``quantize(relu(v)) == max(quantize(v), zp
 A quantize made by the TFLite importer (``Rounding.TFLITE``) picks the
 rules at the end of this file instead: the same integer ops, computing what
 LiteRT's int8 kernels compute (per-channel Q31 multipliers and exponents,
-its ADD, MUL and AVERAGE_POOL_2D arithmetic, the model's own int32 biases, and
+its ADD, MUL, MEAN and AVERAGE_POOL_2D arithmetic, the model's own int32 biases, and
 fused ReLU / ReLU6 bounds as LiteRT rounds them).
 
 Anything else (softmax, uint8 or asymmetric weights, padded average pools)
@@ -41,7 +41,7 @@ import numpy as np
 
 from ..op import elemwise as ew
 from ..op import qnn
-from ..op import qnn_mul
+from ..op import qnn_tflite
 from ..op import reduce as red
 from ..op import transform as tf
 from ..op.nn import conv as conv_ops
@@ -370,10 +370,25 @@ def _tflite_mul(y: Expr, out: Dequantized) -> Expr | None:
     a, b = _dequantized(mul.args[0]), _dequantized(mul.args[1])
     if a is None or b is None or not a.per_tensor or not b.per_tensor:
         return None
-    if isinstance(a.x, Constant) or isinstance(b.x, Constant) or a.x.checked_type != b.x.checked_type:
+    if isinstance(a.x, Constant) or isinstance(b.x, Constant):
         return None
-    attrs = qnn_mul.QMulAttrs(a.zp, b.zp, quantize_multiplier(a.s * b.s / out.s), _tflite_requant(out, lo, hi))
-    return Call(qnn_mul.qmul, (a.x, b.x), attrs)
+    attrs = qnn_tflite.QMulAttrs(a.zp, b.zp, quantize_multiplier(a.s * b.s / out.s), _tflite_requant(out, lo, hi))
+    return Call(qnn_tflite.qmul, (a.x, b.x), attrs)
+
+
+def _tflite_mean(y: Expr, out: Dequantized) -> Expr | None:
+    call = _call(y, red.mean)
+    if call is None:
+        return None
+    x = _dequantized(call.args[0])
+    if x is None or not x.per_tensor:
+        return None
+    attrs = call.attrs_as(red.ReduceAttrs)
+    shape = _shape(x.x)
+    count = int(np.prod([shape[a] for a in red.reduced_axes(len(shape), attrs.axes)], dtype=np.int64))
+    q, e = quantize_multiplier(x.s / out.s)  # double(input scale) / double(output scale)
+    multiplier = qnn_tflite.mean_multiplier(q, e, count)
+    return Call(qnn_tflite.qmean, (x.x,), qnn_tflite.QMeanAttrs(attrs, x.zp, multiplier, _tflite_requant(out, *qnn.INT8)))
 
 
 def _tflite_avg_pool(y: Expr, out: Dequantized) -> Expr | None:
@@ -393,7 +408,8 @@ def _tflite_avg_pool(y: Expr, out: Dequantized) -> Expr | None:
 _RULES = (_conv, _dense, _add, _avg_pool, _injective)
 _RULES_BY_ROUNDING = {
     Rounding.ONNX: _RULES,
-    Rounding.TFLITE: (_tflite_conv, _tflite_dense, _tflite_add, _tflite_mul, _tflite_avg_pool, _injective),
+    Rounding.TFLITE: (_tflite_conv, _tflite_dense, _tflite_add, _tflite_mul, _tflite_avg_pool, _tflite_mean,
+                      _injective),
 }
 
 
