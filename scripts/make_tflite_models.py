@@ -124,7 +124,17 @@ def _hard_swish(x: tf.Tensor) -> tf.Tensor:
     return x * tf.nn.relu6(x + 3.0) / 6.0
 
 
+def _inverted_residual(x: tf.Tensor) -> tf.Tensor:
+    """A MobileNetV3 block: expand with hard-swish, depthwise, squeeze-excitation (broadcast MUL), project, add."""
+    y = layers.Activation("hard_swish")(layers.Conv2D(24, 1)(x))
+    y = layers.Activation("hard_swish")(layers.DepthwiseConv2D(3, padding="same")(y))
+    s = layers.GlobalAveragePooling2D(keepdims=True)(y)
+    s = layers.Conv2D(24, 1, activation="hard_sigmoid")(layers.Conv2D(8, 1, activation="relu")(s))
+    return layers.Add()([x, layers.Conv2D(8, 1)(layers.Multiply()([y, s]))])
+
+
 OPS: dict[str, Callable[[], keras.Model]] = {
+    "inverted_residual": _single((12, 12, 8), _inverted_residual),
     "conv_2d": _single((9, 8, 3), lambda x: layers.Conv2D(5, 3, strides=2, padding="same", activation="relu6")(x)),
     "conv_2d_valid": _single((9, 8, 4), lambda x: layers.Conv2D(6, (3, 2), padding="valid")(x)),
     "depthwise_conv_2d": _single((10, 9, 6), lambda x: layers.DepthwiseConv2D(3, strides=2, padding="same",

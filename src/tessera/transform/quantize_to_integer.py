@@ -370,8 +370,6 @@ def _tflite_mul(y: Expr, out: Dequantized) -> Expr | None:
     a, b = _dequantized(mul.args[0]), _dequantized(mul.args[1])
     if a is None or b is None or not a.per_tensor or not b.per_tensor:
         return None
-    if isinstance(a.x, Constant) or isinstance(b.x, Constant):
-        return None
     attrs = qnn_tflite.QMulAttrs(a.zp, b.zp, quantize_multiplier(a.s * b.s / out.s), _tflite_requant(out, lo, hi))
     return Call(qnn_tflite.qmul, (a.x, b.x), attrs)
 

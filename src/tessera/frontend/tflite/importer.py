@@ -86,7 +86,7 @@ class Operator:
     def __init__(self, info: OperatorInfo, tensors: Sequence[TensorInfo], values: Sequence[Value | None]) -> None:
         self.info = info
         self._tensors = tensors
-        self._values = values
+        self._values = list(values)
 
     @property
     def options(self) -> Any:  # the tflite.<Op>Options table: generated bindings, untyped
@@ -122,6 +122,10 @@ class Operator:
         if v is None:
             raise self.error(f"missing required input #{k}")
         return v
+
+    def replace_input(self, k: int, value: Value) -> None:
+        """Hold input k differently (a constant re-laid out by the converter); its tensor is unchanged."""
+        self._values[k] = value
 
     def constant(self, k: int, what: str) -> np.ndarray:
         t = self.tensor(k)

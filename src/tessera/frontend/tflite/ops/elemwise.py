@@ -4,17 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from ....op import elemwise as ew
-from ....relay.expr import Expr
-from ..importer import Operator, Value
+from ....relay.expr import Constant, Expr
+from ..importer import TO_NCHW, Operator, Value
 from ..registry import converter
 from .common import fused_activation
 
 
 def aligned(op: Operator, ks: tuple[int, ...]) -> list[Value]:
-    """The dequantised inputs `ks` in one layout: channels first only if all are 4-d and held so."""
-    first = all(op.value(k).channels_first for k in ks)
-    return [op.dequantized(k, channels_first=first) for k in ks]
+    """The dequantised inputs `ks` in one layout: channels first when every input is held so, or is a
+    constant (a per-channel scale of a squeeze-excitation, say), which is transposed here for free."""
+    held = [op.value(k) for k in ks]
+
+    def movable(k: int, v: Value) -> bool:  # a constant whose quantisation axis (if any) survives the move
+        q = op.quantization(op.tensor(k))
+        return isinstance(v.expr, Constant) and (v.expr.data.ndim == 4 or (
+            v.expr.data.ndim < 4 and (q is None or q.per_tensor)))
+
+    first = any(v.channels_first for v in held) and all(v.channels_first or movable(k, v) for k, v in zip(ks, held))
+    if not first:
+        return [op.dequantized(k, channels_first=False) for k in ks]
+    values = []
+    for k, v in zip(ks, held):
+        if not v.channels_first:
+            assert isinstance(v.expr, Constant)  # (`movable`)
+            data = v.expr.data
+            nhwc_data = data.reshape((1,) * (4 - data.ndim) + data.shape)
+            op.replace_input(k, Value(Constant(np.ascontiguousarray(nhwc_data.transpose(TO_NCHW))), True))
+        values.append(op.dequantized(k, channels_first=True))
+    return values
 
 
 def _binary(op: Operator, fn: Callable[[Expr, Expr], Expr]) -> Value:
