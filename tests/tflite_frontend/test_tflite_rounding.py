@@ -71,7 +71,7 @@ def test_generated_dense_equals_its_reference(reals):
     bias = rng.integers(-2000, 2000, channels).astype(np.int32)
     table = multiplier_table(np.asarray(reals))
     x = Var("x", TensorType((256, depth), "int8"))
-    attrs = qnn.QDenseAttrs(3, qnn.Requant(31, -5, -100, 120, Rounding.TFLITE))
+    attrs = qnn.QDenseAttrs(3, qnn.Requant(31, -5, -100, 120, Rounding.TFLITE, left_shifts=bool(np.any(table[1]))))
     call = Call(qnn.qdense, (x, Constant(w), Constant(bias), Constant(table)), attrs)
     lib = tessera.build(IRModule.from_expr(Function((x,), call)))
     values = np.repeat(np.arange(-128, 128, dtype=np.int8)[:, None], depth, axis=1)

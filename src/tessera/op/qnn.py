@@ -89,6 +89,7 @@ class Requant:
     lo: int = INT8[0]
     hi: int = INT8[1]
     rounding: Rounding = Rounding.ONNX  # TFLITE: the multipliers operand is a (3, C) table, `shift` is unused
+    left_shifts: bool = False  # TFLITE: apply the table's left shifts (all zero otherwise: 32 x 32-bit products)
 
 
 def clamp_int8(y: E.PrimExpr, r: Requant) -> E.PrimExpr:
@@ -121,7 +122,8 @@ def channel_requantize(acc: E.PrimExpr, mult: "te.Tensor", c: E.PrimExpr, r: Req
         return clamp_int8(E.add(y, E.const(r.output_zero_point, "int32")), r)
     if r.rounding is Rounding.TFLITE:
         k = E.IntImm(0) if mult.shape[1] == 1 else c
-        y = multiply_expr(acc, mult[E.IntImm(0), k], mult[E.IntImm(1), k], mult[E.IntImm(2), k])
+        left = mult[E.IntImm(1), k] if r.left_shifts else None
+        y = multiply_expr(acc, mult[E.IntImm(0), k], left, mult[E.IntImm(2), k])
         return clamp_int8(E.add(y, E.const(r.output_zero_point, "int32")), r)
     return requantize_expr(widening_product(acc, _channel(mult, c)), r)
 
@@ -137,7 +139,8 @@ def channel_requantize_ref(acc: np.ndarray, mult: np.ndarray, channel_axis: int,
         y = rescale_double_ref(acc, along(mult)) + r.output_zero_point
         return np.clip(np.clip(y, *INT8), r.lo, r.hi).astype(np.int8)
     if r.rounding is Rounding.TFLITE:
-        y = multiply_ref(acc, along(mult[0]), along(mult[1]), along(mult[2])) + r.output_zero_point
+        left = along(mult[1]) if r.left_shifts else np.zeros((), np.int64)
+        y = multiply_ref(acc, along(mult[0]), left, along(mult[2])) + r.output_zero_point
         return np.clip(np.clip(y, *INT8), r.lo, r.hi).astype(np.int8)
     return requantize_ref(acc, along(mult), r.shift, r.output_zero_point, r.lo, r.hi)
 
@@ -477,7 +480,7 @@ def _scaled_ref(v: np.ndarray, qe: tuple[int, int]) -> np.ndarray:
 
 def _scaled_expr(v: E.PrimExpr, qe: tuple[int, int]) -> E.PrimExpr:
     q, e = qe
-    return multiply_expr(v, E.const(q, "int32"), E.const(max(e, 0), "int32"), E.const(max(-e, 0), "int32"))
+    return multiply_expr(v, E.const(q, "int32"), E.const(e, "int32") if e > 0 else None, E.const(max(-e, 0), "int32"))
 
 
 def _qadd_type(types: tuple[Type, ...], attrs: QAddAttrs) -> Type:

@@ -92,9 +92,10 @@ def divide_half_away_ref(total: np.ndarray, count: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ TIR
-def multiply_expr(x: E.PrimExpr, q: E.PrimExpr, left: E.PrimExpr, right: E.PrimExpr) -> E.PrimExpr:
-    """TIR of `multiply_ref` for an int32 `x` and int32 q / left / right: an int32 result."""
-    a = E.binary(E.BinOp.SHL, E.cast(x, "int64"), E.cast(left, "int64"))
+def multiply_expr(x: E.PrimExpr, q: E.PrimExpr, left: E.PrimExpr | None, right: E.PrimExpr) -> E.PrimExpr:
+    """TIR of `multiply_ref` for an int32 `x` and int32 q / left / right: an int32 result (`left` None:
+    no left shift, so a Cortex-M multiplies 32 x 32 -> 64 bits in one instruction)."""
+    a = E.cast(x, "int64") if left is None else E.binary(E.BinOp.SHL, E.cast(x, "int64"), E.cast(left, "int64"))
     product = E.mul(a, E.cast(q, "int64"))
     high = E.cast(E.binary(E.BinOp.SHR, E.add(product, E.const(1 << 30, "int64")), E.const(31, "int64")), "int32")
     mask = E.sub(E.binary(E.BinOp.SHL, E.const(1, "int32"), right), E.const(1, "int32"))

@@ -63,7 +63,8 @@ def _compute(inputs: list[te.Tensor], attrs: QMulAttrs, out: TensorType, sched: 
     def element(*i: E.Var) -> E.PrimExpr:
         da = E.sub(E.cast(a[broadcast_indices(i, a.shape)], "int32"), E.const(attrs.a_zero_point, "int32"))
         db = E.sub(E.cast(b[broadcast_indices(i, b.shape)], "int32"), E.const(attrs.b_zero_point, "int32"))
-        y = multiply_expr(E.mul(da, db), E.const(q, "int32"), E.const(left, "int32"), E.const(right, "int32"))
+        shift = E.const(left, "int32") if left else None
+        y = multiply_expr(E.mul(da, db), E.const(q, "int32"), shift, E.const(right, "int32"))
         return clamp_int8(E.add(y, E.const(r.output_zero_point, "int32")), r)
 
     return te.compute(out.shape, element, name="qmul")
@@ -134,7 +135,7 @@ def _mean_compute(inputs: list[te.Tensor], attrs: QMeanAttrs, out: TensorType, s
     offset = E.const(attrs.input_zero_point * _count(tuple(x.shape), attrs), "int32")
 
     def element(*i: E.Var) -> E.PrimExpr:
-        y = multiply_expr(E.sub(total[i], offset), E.const(q, "int32"), E.const(max(e, 0), "int32"),
+        y = multiply_expr(E.sub(total[i], offset), E.const(q, "int32"), E.const(e, "int32") if e > 0 else None,
                           E.const(max(-e, 0), "int32"))
         return clamp_int8(E.add(y, E.const(attrs.requant.output_zero_point, "int32")), attrs.requant)
 

@@ -283,8 +283,9 @@ def _raw_bias(e: Expr | None, channels: int) -> np.ndarray | None:
     return b.x.data.astype(np.int64).reshape(-1)
 
 
-def _tflite_requant(out: Dequantized, lo: int, hi: int) -> qnn.Requant:
-    return qnn.Requant(31, out.zp, lo, hi, Rounding.TFLITE)
+def _tflite_requant(out: Dequantized, lo: int, hi: int, table: Constant | None = None) -> qnn.Requant:
+    left_shifts = table is not None and table.data.dtype == np.int32 and bool(np.any(table.data[1] > 0))
+    return qnn.Requant(31, out.zp, lo, hi, Rounding.TFLITE, left_shifts)
 
 
 def _tflite_table(x: Dequantized, ws: np.ndarray, out: Dequantized) -> Constant:
@@ -308,10 +309,11 @@ def _tflite_conv(y: Expr, out: Dequantized) -> Expr | None:
     folded = bias - x.zp * qnn.weight_sums(w)
     if np.abs(folded).max() >= 2**31:
         return None
+    table = _tflite_table(x, ws, out)
     attrs = qnn.QConvAttrs(conv.attrs_as(conv_ops.ConvAttrs), (w.shape[2], w.shape[3]), x.zp,
-                           _tflite_requant(out, lo, hi))
-    return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), Constant(folded.astype(np.int32)),
-                              _tflite_table(x, ws, out)), attrs)
+                           _tflite_requant(out, lo, hi, table))
+    return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), Constant(folded.astype(np.int32)), table),
+                attrs)
 
 
 def _tflite_dense(y: Expr, out: Dequantized) -> Expr | None:
@@ -338,7 +340,7 @@ def _tflite_dense(y: Expr, out: Dequantized) -> Expr | None:
     else:  # LiteRT rescales per-channel FULLY_CONNECTED in double precision, one rounding (see op.qnn_rounding)
         scales = Constant((x.s * ws / out.s).astype(np.float64))
     return Call(qnn.qdense, (x.x, Constant(w), Constant(folded.astype(np.int32)), scales),
-                qnn.QDenseAttrs(x.zp, _tflite_requant(out, lo, hi)))
+                qnn.QDenseAttrs(x.zp, _tflite_requant(out, lo, hi, scales)))
 
 
 TFLITE_ADD_LEFT_SHIFT = 20  # LiteRT's int8 ADD headroom
