@@ -146,6 +146,7 @@ OPS: dict[str, Callable[[], keras.Model]] = {
     "average_pool_2d": _single((8, 8, 4), lambda x: layers.AveragePooling2D(2)(x)),
     "max_pool_2d": _single((9, 9, 4), lambda x: layers.MaxPooling2D(3, strides=2, padding="same")(x)),
     "add": _two((6, 5, 4), lambda a, b: layers.Add()([a, b])),
+    "add_broadcast": _single((6, 5, 4), lambda x: layers.Add()([x, layers.GlobalAveragePooling2D(keepdims=True)(x)])),
     "mul": _two((6, 5, 4), lambda a, b: layers.Multiply()([a, b])),
     "reshape": _single((4, 3, 2), lambda x: layers.Reshape((24,))(layers.ReLU()(layers.Reshape((6, 4))(x)))),
     "softmax": _single((10,), lambda x: layers.Softmax()(x)),

@@ -41,7 +41,7 @@ from .. import te
 from ..errors import TypeInferenceError
 from ..relay.ty import TensorType, Type
 from ..tir import expr as E
-from ._util import as_tensor, normalize_axis
+from ._util import as_tensor, broadcast_indices, broadcast_shapes, normalize_axis
 from .nn.conv import ConvAttrs, conv_reference, conv_type_rel
 from .nn.conv_schedule import pad_input
 from .nn.pool import PoolAttrs, pool_type
@@ -486,6 +486,8 @@ def _scaled_expr(v: E.PrimExpr, qe: tuple[int, int]) -> E.PrimExpr:
 def _qadd_type(types: tuple[Type, ...], attrs: QAddAttrs) -> Type:
     a, b = (as_tensor(t) for t in types)
     _check_int8((a, b), "qnn.add")
+    if attrs.tflite is not None:  # LiteRT's ADD broadcasts
+        return TensorType(broadcast_shapes(a.shape, b.shape), "int8")
     if a.shape != b.shape:
         raise TypeInferenceError(f"qnn.add needs equal shapes, got {a.shape} and {b.shape}")
     return a
@@ -512,7 +514,8 @@ def _qadd_compute(inputs: list[te.Tensor], attrs: QAddAttrs, out: TensorType, sc
         return E.mul(E.cast(E.sub(E.cast(t[i], "int32"), E.const(zp, "int32")), "int64"), E.const(m, "int64"))
 
     def tflite_term(t: te.Tensor, i: tuple[E.Var, ...], zp: int, qe: tuple[int, int], left: int) -> E.PrimExpr:
-        shifted = E.binary(E.BinOp.SHL, E.sub(E.cast(t[i], "int32"), E.const(zp, "int32")), E.const(left, "int32"))
+        value = E.cast(t[broadcast_indices(i, t.shape)], "int32")
+        shifted = E.binary(E.BinOp.SHL, E.sub(value, E.const(zp, "int32")), E.const(left, "int32"))
         return _scaled_expr(shifted, qe)
 
     def element(*i: E.Var) -> E.PrimExpr:

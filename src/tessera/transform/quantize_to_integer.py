@@ -354,8 +354,6 @@ def _tflite_add(y: Expr, out: Dequantized) -> Expr | None:
     a, b = _dequantized(add.args[0]), _dequantized(add.args[1])
     if a is None or b is None or not a.per_tensor or not b.per_tensor:
         return None
-    if isinstance(a.x, Constant) or isinstance(b.x, Constant) or a.x.checked_type != b.x.checked_type:
-        return None
     twice_max = float(np.float32(2) * np.float32(max(a.s, b.s)))  # float arithmetic in LiteRT
     out_denominator = float(np.float32(1 << TFLITE_ADD_LEFT_SHIFT) * np.float32(out.s))
     scales = qnn.TFLiteAddScales(TFLITE_ADD_LEFT_SHIFT, quantize_multiplier(a.s / twice_max),
