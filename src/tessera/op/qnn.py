@@ -45,8 +45,9 @@ from ._util import as_tensor, broadcast_indices, broadcast_shapes, normalize_axi
 from .nn.conv import ConvAttrs, conv_reference, conv_type_rel
 from .nn.conv_schedule import pad_input
 from .nn.pool import PoolAttrs, pool_type
-from .qnn_rounding import Rounding, divide_half_away_expr, divide_half_away_ref, multiply_expr, multiply_ref, \
-    rescale_double_expr, rescale_double_ref, round_half_away_expr, round_half_away_ref
+from .qnn_rounding import Rounding, TFLiteAddScales, divide_half_away_expr, divide_half_away_ref, multiply_expr, \
+    multiply_ref, rescale_double_expr, rescale_double_ref, round_half_away_expr, round_half_away_ref, scaled_expr, \
+    scaled_ref
 from .registry import OpPattern, register_op
 from .schedule_context import ScheduleContext
 
@@ -450,17 +451,6 @@ qdense = register_op(
 
 # ---------------------------------------------------------------- add, pool
 @dataclass(frozen=True)
-class TFLiteAddScales:
-    """LiteRT's int8 ADD: each input, shifted left by `left_shift`, is rescaled by its (Q31, exponent)
-    multiplier, and the sum by the output's (`op.qnn_rounding.quantize_multiplier` values)."""
-
-    left_shift: int
-    a: tuple[int, int]
-    b: tuple[int, int]
-    out: tuple[int, int]
-
-
-@dataclass(frozen=True)
 class QAddAttrs:
     """y = requant((a - za) * ma + (b - zb) * mb): the multipliers share `requant.shift`
     (with `requant.rounding` TFLITE, `tflite` holds LiteRT's multipliers instead)."""
@@ -471,16 +461,6 @@ class QAddAttrs:
     b_multiplier: int
     requant: Requant
     tflite: TFLiteAddScales | None = None
-
-
-def _scaled_ref(v: np.ndarray, qe: tuple[int, int]) -> np.ndarray:
-    q, e = qe
-    return multiply_ref(v, np.int64(q), np.int64(max(e, 0)), np.int64(max(-e, 0)))
-
-
-def _scaled_expr(v: E.PrimExpr, qe: tuple[int, int]) -> E.PrimExpr:
-    q, e = qe
-    return multiply_expr(v, E.const(q, "int32"), E.const(e, "int32") if e > 0 else None, E.const(max(-e, 0), "int32"))
 
 
 def _qadd_type(types: tuple[Type, ...], attrs: QAddAttrs) -> Type:
@@ -497,9 +477,9 @@ def _qadd_ref(args: list[np.ndarray], attrs: QAddAttrs) -> np.ndarray:
     a, b = (v.astype(np.int64) for v in args)
     t, r = attrs.tflite, attrs.requant
     if t is not None:
-        total = _scaled_ref((a - attrs.a_zero_point) << t.left_shift, t.a) + \
-            _scaled_ref((b - attrs.b_zero_point) << t.left_shift, t.b)
-        y = _scaled_ref(total, t.out) + r.output_zero_point
+        total = scaled_ref((a - attrs.a_zero_point) << t.left_shift, t.a) + \
+            scaled_ref((b - attrs.b_zero_point) << t.left_shift, t.b)
+        y = scaled_ref(total, t.out) + r.output_zero_point
         return np.clip(np.clip(y, *INT8), r.lo, r.hi).astype(np.int8)
     total = (a - attrs.a_zero_point) * attrs.a_multiplier + (b - attrs.b_zero_point) * attrs.b_multiplier
     r = attrs.requant
@@ -516,14 +496,14 @@ def _qadd_compute(inputs: list[te.Tensor], attrs: QAddAttrs, out: TensorType, sc
     def tflite_term(t: te.Tensor, i: tuple[E.Var, ...], zp: int, qe: tuple[int, int], left: int) -> E.PrimExpr:
         value = E.cast(t[broadcast_indices(i, t.shape)], "int32")
         shifted = E.binary(E.BinOp.SHL, E.sub(value, E.const(zp, "int32")), E.const(left, "int32"))
-        return _scaled_expr(shifted, qe)
+        return scaled_expr(shifted, qe)
 
     def element(*i: E.Var) -> E.PrimExpr:
         tfl = attrs.tflite
         if tfl is not None:
             total32 = E.add(tflite_term(a, i, attrs.a_zero_point, tfl.a, tfl.left_shift),
                             tflite_term(b, i, attrs.b_zero_point, tfl.b, tfl.left_shift))
-            return clamp_int8(E.add(_scaled_expr(total32, tfl.out), E.const(r.output_zero_point, "int32")), r)
+            return clamp_int8(E.add(scaled_expr(total32, tfl.out), E.const(r.output_zero_point, "int32")), r)
         total = E.add(term(a, i, attrs.a_zero_point, attrs.a_multiplier), term(b, i, attrs.b_zero_point, attrs.b_multiplier))
         return requantize_expr(total, r, half_even=True)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +63,17 @@ def multiplier_table(reals: np.ndarray) -> np.ndarray:
     if np.any(table[1] > 30) or np.any(table[2] > 31):
         raise ValueError(f"requantisation multipliers {reals} are outside what LiteRT's arithmetic represents")
     return table.astype(np.int32)
+
+
+@dataclass(frozen=True)
+class TFLiteAddScales:
+    """LiteRT's int8 ADD: each input, shifted left by `left_shift`, is rescaled by its (Q31, exponent)
+    multiplier, and the sum by the output's (`op.qnn_rounding.quantize_multiplier` values)."""
+
+    left_shift: int
+    a: tuple[int, int]
+    b: tuple[int, int]
+    out: tuple[int, int]
 
 
 # ------------------------------------------------------------------ NumPy references
@@ -133,3 +145,15 @@ def divide_half_away_expr(total: E.PrimExpr, count: int) -> E.PrimExpr:
     half = E.const(count // 2, "int32")
     num = E.select(E.gt(total, E.const(0, "int32")), E.add(total, half), E.sub(total, half))
     return E.div(num, E.const(count, "int32"))  # C division truncates
+
+
+def scaled_ref(v: np.ndarray, qe: tuple[int, int]) -> np.ndarray:
+    """`multiply_ref` by one (Q31 multiplier, exponent) pair."""
+    q, e = qe
+    return multiply_ref(v, np.int64(q), np.int64(max(e, 0)), np.int64(max(-e, 0)))
+
+
+def scaled_expr(v: E.PrimExpr, qe: tuple[int, int]) -> E.PrimExpr:
+    """`multiply_expr` by one constant (Q31 multiplier, exponent) pair."""
+    q, e = qe
+    return multiply_expr(v, E.const(q, "int32"), E.const(e, "int32") if e > 0 else None, E.const(max(-e, 0), "int32"))

@@ -49,7 +49,7 @@ from ..op.nn import matmul as mm
 from ..op.nn import pool
 from ..op.elemwise_activation import ClipAttrs
 from ..op.nn.pool import PoolAttrs
-from ..op.qnn_rounding import Rounding, multiplier_table, quantize_multiplier
+from ..op.qnn_rounding import Rounding, TFLiteAddScales, multiplier_table, quantize_multiplier
 from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
@@ -356,7 +356,7 @@ def _tflite_add(y: Expr, out: Dequantized) -> Expr | None:
         return None
     twice_max = float(np.float32(2) * np.float32(max(a.s, b.s)))  # float arithmetic in LiteRT
     out_denominator = float(np.float32(1 << TFLITE_ADD_LEFT_SHIFT) * np.float32(out.s))
-    scales = qnn.TFLiteAddScales(TFLITE_ADD_LEFT_SHIFT, quantize_multiplier(a.s / twice_max),
+    scales = TFLiteAddScales(TFLITE_ADD_LEFT_SHIFT, quantize_multiplier(a.s / twice_max),
                                  quantize_multiplier(b.s / twice_max), quantize_multiplier(twice_max / out_denominator))
     attrs = qnn.QAddAttrs(a.zp, 0, b.zp, 0, _tflite_requant(out, lo, hi), scales)
     return Call(qnn.qadd, (a.x, b.x), attrs)
