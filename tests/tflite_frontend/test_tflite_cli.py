@@ -55,3 +55,10 @@ def test_tune_takes_a_tflite_model(tmp_path, capsys):
     assert _cli(["tune", model, "-o", log, "--trials", "1", "--repeat", "1", "-q"], capsys)[0] == 0
     code, out, _ = _cli(["run", model, "--tuning-log", log, "--check", "-q"], capsys)
     assert code == 0 and "CHECK OK" in out
+
+
+def test_ops_lists_the_tflite_operators(capsys):
+    code, out, _ = _cli(["ops"], capsys)
+    assert code == 0
+    line = out.split("TFLite builtin operators:\n")[1].splitlines()[0]
+    assert {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "SOFTMAX", "HARD_SWISH"} <= set(line.split(", "))
