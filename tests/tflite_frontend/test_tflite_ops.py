@@ -34,7 +34,7 @@ def test_float_operator_matches_litert(name):
 def test_int8_operator_is_bit_exact(name):
     """Full-integer models with float input and output: QUANTIZE, the int8 op, DEQUANTIZE."""
     path = DATA / "ops" / f"{name}.int8.tflite"
-    for got, want in _run(path):
+    for got, want in _run(path, seeds=range(8)):  # rare ties decide between roundings: several inputs
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
 

@@ -298,7 +298,7 @@ def _check_int8(types: tuple[TensorType, ...], what: str) -> None:
 def _check_channel_vectors(bias: TensorType, mult: TensorType, channels: int, what: str, r: Requant,
                            double_scales: bool = False) -> None:
     """Multipliers: int32 (C,) (or (1,)); with TFLITE rounding an int32 (3, C) table, or for dense
-    float64 (C,) scales (LiteRT's double-precision per-channel FULLY_CONNECTED)."""
+    float64 (C,) scales (LiteRT's double-precision FULLY_CONNECTED)."""
     shapes: tuple[tuple[int, ...], ...]
     if double_scales and r.rounding is Rounding.TFLITE and mult.dtype == "float64":
         shapes, mult_dtype = ((channels,), (1,)), "float64"

@@ -14,8 +14,8 @@ quantised model is only right bit for bit under the arithmetic it was made for:
   (``quantize_multiplier``), a rounding doubling high multiply
   (round half up at bit 31) and then a rounding right shift (round half away
   from zero). Two roundings, so no single fixed-point rounding equals it.
-  Per-channel FULLY_CONNECTED instead rescales in double precision and rounds
-  once (`rescale_double_expr`); tessera's dense takes float64 scales for it.
+  FULLY_CONNECTED instead rescales in double precision and rounds once
+  (`rescale_double_expr`); tessera's dense takes float64 scales for it.
 
 This module holds the LiteRT arithmetic as NumPy (the references) and as TIR
 (the kernels), so the two cannot drift apart.
@@ -127,7 +127,7 @@ def round_half_away_expr(v: E.PrimExpr, dtype: str = "float32") -> E.PrimExpr:
 
 
 def rescale_double_expr(acc: E.PrimExpr, scale: E.PrimExpr) -> E.PrimExpr:
-    """round(double(acc) * scale), half away from zero, as int32: LiteRT's per-channel FULLY_CONNECTED
+    """round(double(acc) * scale), half away from zero, as int32: LiteRT's FULLY_CONNECTED
     rescales in double precision (its reference kernel, "to avoid loss of precision")."""
     v = E.mul(E.cast(acc, "float64"), scale)
     v = E.minimum(E.maximum(v, E.const(-1024.0, "float64")), E.const(1024.0, "float64"))  # int8 saturates anyway

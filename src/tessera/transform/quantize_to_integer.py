@@ -334,11 +334,8 @@ def _tflite_dense(y: Expr, out: Dequantized) -> Expr | None:
     folded = bias - x.zp * qnn.weight_sums(w)
     if np.abs(folded).max() >= 2**31:
         return None
-    if weight_per_tensor:  # GetQuantizedConvolutionMultipler: the scale product in float32, then double
-        product = float(np.float32(x.s) * np.float32(ws[0]))
-        scales = Constant(multiplier_table(np.full(1, product / out.s)))
-    else:  # LiteRT rescales per-channel FULLY_CONNECTED in double precision, one rounding (see op.qnn_rounding)
-        scales = Constant((x.s * ws / out.s).astype(np.float64))
+    # LiteRT's reference FULLY_CONNECTED rescales in double precision, one rounding (see op.qnn_rounding)
+    scales = Constant((x.s * (ws[:1] if weight_per_tensor else ws) / out.s).astype(np.float64))
     return Call(qnn.qdense, (x.x, Constant(w), Constant(folded.astype(np.int32)), scales),
                 qnn.QDenseAttrs(x.zp, _tflite_requant(out, lo, hi, scales)))
 
