@@ -18,8 +18,16 @@ buffers and are not counted) and, on the Cortex-M4 board, Arm's CMSIS-NN
 instruction count for the same int8 model (`CMSIS_NN_INSTRUCTIONS`) with the
 ratio tessera / CMSIS-NN.
 
+With ``--format tflite`` the int8 models are the official format instead:
+the Keras reference architectures converted to full-integer TFLite by
+TensorFlow's converter (``tests/data/tflite/mlperf_tiny``, made by
+``scripts/make_tflite_models.py``), int8 in and out, checked bit for bit
+against LiteRT's reference kernels. (The CMSIS-NN counts are for the ONNX
+int8 models and are not shown beside them.)
+
     python benchmarks/mcu.py                                   # both precisions, all models, all boards
     python benchmarks/mcu.py --precision int8 --boards mps2-an386
+    python benchmarks/mcu.py --format tflite --boards mps2-an386
 """
 
 from __future__ import annotations
@@ -32,10 +40,11 @@ import numpy as np
 import onnx
 
 import tessera
-from tessera.frontend import from_onnx
+from tessera.frontend import from_onnx, from_tflite
 from tessera.micro.boards import BOARDS
 from tessera.testing import mlperf_tiny, mlperf_tiny_int8
 from tessera.testing.int8_bound import int8_activation_bound
+from tessera.testing.litert import mlperf_tiny_path, run_litert, seeded_inputs
 from tessera.testing.models import ort_run
 
 COUNT_BOARD = "mps2-an386"
@@ -57,8 +66,16 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"any of {', '.join(mlperf_tiny.MODELS)} (default all)")
     parser.add_argument("--boards", nargs="*", default=["mps2-an386", "mps2-an500", "mps3-an547"],
                         help=f"any of {', '.join(BOARDS)}")
-    parser.add_argument("--precision", nargs="*", default=["float32", "int8"], choices=["float32", "int8"])
+    parser.add_argument("--precision", nargs="*", default=None, choices=["float32", "int8"],
+                        help="default both for onnx, int8 for tflite")
+    parser.add_argument("--format", choices=["onnx", "tflite"], default="onnx",
+                        help="the model files: tessera's ONNX builds, or the int8 .tflite files from TensorFlow's "
+                             "converter")
     args = parser.parse_args(argv)
+    tflite = args.format == "tflite"
+    args.precision = args.precision or (["int8"] if tflite else ["float32", "int8"])
+    if tflite and args.precision != ["int8"]:
+        parser.error("--format tflite: the TFLite models are int8 (full-integer quantisation)")
     for given, valid in ((args.models, mlperf_tiny.MODELS), (args.boards, BOARDS)):
         unknown = sorted(set(given) - set(valid))
         if unknown:
@@ -71,19 +88,22 @@ def main(argv: list[str] | None = None) -> int:
     m4_int8: dict[str, tuple[int, int, int, int, int]] = {}  # insns, flash, RAM, pool, int8 bound
     for precision in args.precision:
         for name in args.models:
-            if precision == "int8":
-                model = onnx.load(mlperf_tiny_int8.model_path(name))
+            if tflite:
+                path = mlperf_tiny_path(name)
+                x = seeded_inputs(path)[0]
+                expected = run_litert(path, [x])[0]
+                mod, params = from_tflite(path)
             else:
-                model = onnx.load(mlperf_tiny.model_path(name))
-            x = mlperf_tiny.sample_input(name)
-            expected = _ort_exact(model, x) if precision == "int8" else ort_run(model, {"input": x})[0]
-            mod, params = from_onnx(model)
+                model = onnx.load((mlperf_tiny_int8 if precision == "int8" else mlperf_tiny).model_path(name))
+                x = mlperf_tiny.sample_input(name)
+                expected = _ort_exact(model, x) if precision == "int8" else ort_run(model, {"input": x})[0]
+                mod, params = from_onnx(model)
             bound = int8_activation_bound(mod, params) if precision == "int8" else 0
             for board in args.boards:
                 spec = BOARDS[board]
                 lib = tessera.build(mod, target=spec.target_string, params=params, executor="aot", mod_name=name)
                 outputs, run = lib.run_board(board, [x], count_instructions=board == COUNT_BOARD)
-                diff = float(np.max(np.abs(outputs[0] - expected)))
+                diff = float(np.max(np.abs(outputs[0].astype(np.float64) - expected)))
                 if precision == "int8":
                     failed |= diff != 0.0
                 else:
@@ -93,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                 if precision == "int8" and board == COUNT_BOARD and insns:
                     m4_int8[name] = (insns, run.sizes.flash, run.sizes.ram, lib.program.pool_size, bound)
                 pool = lib.program.pool_size
-                cmsis = CMSIS_NN_INSTRUCTIONS.get(name) if precision == "int8" and board == COUNT_BOARD else None
+                cmsis = CMSIS_NN_INSTRUCTIONS.get(name) if precision == "int8" and board == COUNT_BOARD and not tflite \
+                    else None
                 print(f"{name:15s} {precision:7s} {board:11s} {run.sizes.flash:9d} {run.sizes.ram:9d} {pool:8d} "
                       f"{bound or '-':>10} {f'{pool / bound:.3f}' if bound else '-':>10s} {insns or '-':>16} "
                       f"{cmsis or '-':>10} {f'{insns / cmsis:.2f}' if cmsis and insns else '-':>6s} {ms} "
@@ -114,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             ms = insns / (MHZ * 1e3)
             bar &= ms < lat.tflm
             cmsis = CMSIS_NN_INSTRUCTIONS[name]
-            print(f"{name:15s} {insns:12d} {cmsis:10d} {insns / cmsis:6.2f} {ms:10.1f} {lat.tflm:7g} "
+            cmsis_cells = f"{'-':>10s} {'-':>6s}" if tflite else f"{cmsis:10d} {insns / cmsis:6.2f}"
+            print(f"{name:15s} {insns:12d} {cmsis_cells} {ms:10.1f} {lat.tflm:7g} "
                   f"{lat.microtvm_cmsis_nn:7g} {lat.x_cube_ai:7g} {flash:9d} {ram:9d} {pool:8d} {bound:10d} "
                   f"{pool / bound:10.3f}  {'yes' if ms < lat.tflm else 'NO'}")
         print("CMSIS-NN: Arm's kernels (-Ofast) on the same int8 models and emulator, same counter; "

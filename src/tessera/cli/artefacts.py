@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import TesseraError
+from .model_files import MODEL_SUFFIXES, model_format
 
 LIBRARY_SUFFIX = ".so"  # graph executor
 TARBALL_SUFFIX = ".tar"  # AOT, Model Library Format
-ONNX_SUFFIX = ".onnx"
 
 OUTPUT_RULE = ("model.so is a shared library for the graph executor, model.tar Model Library Format for the "
                "AOT executor; a folder (a path without suffix) needs --executor aot; a suffix that belongs to the "
@@ -56,10 +56,11 @@ def executor_for_output(output: str, executor: str | None) -> str:
 
 
 def module_kind(module: str) -> str:
-    """What `tessera run MODULE` was given: "onnx", "mlf" (a .tar or a folder) or "library" (a .so)."""
+    """What `tessera run MODULE` was given: "onnx" (a model file to compile: .onnx or .tflite), "mlf"
+    (a .tar or a folder) or "library" (a .so)."""
     path = Path(module)
-    if path.suffix == ONNX_SUFFIX:
-        kind, what = "onnx", "ONNX model"
+    if path.suffix in MODEL_SUFFIXES:
+        kind, what = "onnx", f"{model_format(module).name} model"
     elif path.suffix == TARBALL_SUFFIX or path.is_dir():
         kind, what = "mlf", "Model Library Format tarball or folder"
     else:

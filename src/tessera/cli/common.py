@@ -86,16 +86,17 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target
                  dump_ir: bool = False, executor: str = "graph", mod_name: str = "default",
                  tuning_log: str | None = None, instruments: Sequence[PassInstrument] = ()
                  ) -> GraphExecutorLibrary | AotLibrary:
-    """Import and build an ONNX file the way every subcommand does (with a tuning log's schedules, if given).
+    """Import and build an .onnx or .tflite file the way every subcommand does (with a tuning log's
+    schedules, if given).
 
     `dump_ir` prints the IR after FuseOps and LowerTE to stderr; `instruments` are added to the build's
     PassContext (`tessera compile --print-ir-after`, `--timings`).
     """
     from ..backend.aot.library import AotLibrary
     from ..backend.build_module import build
-    from ..frontend import from_onnx
     from ..target.named import is_named_targets, parse_named_targets
     from ..transform import PassContext, PrintIRInstrument
+    from .model_files import import_model
     from ..tune import LOG_CONFIG_KEY, TuningLog
 
     config: dict[str, object] = {}
@@ -107,7 +108,7 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target
         config[LOG_CONFIG_KEY] = log
     tgt = parse_named_targets(target) if is_named_targets(target) else Target(target)
     say(f"importing {path}")
-    mod, params = from_onnx(path, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(tgt))
+    mod, params = import_model(path, shapes, opaque_unsupported=runs_onnx_nodes(tgt))
     printed = [PrintIRInstrument(["FuseOps", "LowerTE"], sys.stderr)] if dump_ir else []
     with PassContext(opt_level=opt_level, config=config, instruments=[*printed, *instruments]) as ctx:
         lib = build(mod, target=tgt, params=params, ctx=ctx, progress=say, executor=executor, mod_name=mod_name)
@@ -122,7 +123,7 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target
     return lib
 
 
-# The source ONNX file rides along in a Model Library Format export (for
+# The source model file (ONNX or TFLite) rides along in a Model Library Format export (for
 # `tessera run --check`) when it is at most this big.
 MAX_EMBEDDED_MODEL = 16 << 20
 

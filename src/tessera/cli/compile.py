@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "executor (-o model.tar, or a folder) it is standalone C in Model Library Format: kernels, "
                     "executor, header, weights, C runtime and metadata.json. Without --executor the output's "
                     "suffix picks the executor: " + OUTPUT_RULE + ".")
-    p.add_argument("model", help="path to an .onnx file")
+    p.add_argument("model", help="path to an .onnx or .tflite file")
     p.add_argument("-o", "--output", required=True, type=non_empty,
                    help="output: model.so (graph executor) or model.tar / a folder (aot)")
     p.add_argument("-t", "--target", default="c", type=target_string,
@@ -80,12 +80,12 @@ def _check_paths(args: argparse.Namespace, executor: str) -> None:
 def _int8_bound(model: str, shapes: dict[str, tuple[int, ...]], target: str) -> int:
     """The model's int8 activation bound (0 without int8 layers), for the memory report."""
     from ..backend.int8_bound import int8_activation_bound
-    from ..frontend import from_onnx
     from ..target import Target
     from ..target.named import is_named_targets, parse_named_targets
+    from .model_files import import_model
 
     tgt = parse_named_targets(target) if is_named_targets(target) else Target(target)
-    mod, params = from_onnx(model, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(tgt))
+    mod, params = import_model(model, shapes, opaque_unsupported=runs_onnx_nodes(tgt))
     return int8_activation_bound(mod, params)
 
 

@@ -12,10 +12,11 @@ if TYPE_CHECKING:  # the importer loads when `tessera ops` runs
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("ops", help="list the ONNX operators tessera can import, with their opsets",
+    p = sub.add_parser("ops", help="list the ONNX operators (with their opsets) and TFLite operators tessera "
+                                   "can import",
                        description="Every operator the ONNX importer converts, per domain (ai.onnx and "
                                    "com.microsoft), with the opsets it accepts and the opsets where its "
-                                   "converter changes.")
+                                   "converter changes; then the TFLite builtin operators.")
     p.set_defaults(func=ops)
     p = sub.add_parser("targets", help="list target kinds with their attributes, defaults, hooks and where they come from",
                        description="Without KIND: every registered target kind and alias. With KIND: that kind.")
@@ -31,6 +32,13 @@ def ops(args: argparse.Namespace) -> int:
     domains = sorted(CONVERTERS.domains(), key=lambda d: (d != DEFAULT_DOMAIN, d))
     for i, domain in enumerate(domains):
         print(("\n" if i else "") + op_table(CONVERTERS, domain, HIGHEST_OPSET[domain]))
+
+    from ..frontend.tflite import CONVERTERS as TFLITE_CONVERTERS
+    from ..frontend.tflite import ops as _tflite_ops  # noqa: F401
+
+    tflite_names = TFLITE_CONVERTERS.op_names()
+    print(f"\n{len(tflite_names)} TFLite builtin operators:")
+    print(", ".join(tflite_names))
     return 0
 
 

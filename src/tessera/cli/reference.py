@@ -1,4 +1,4 @@
-"""The ONNX model `tessera run --check` / `--compare-onnx` compares with.
+"""The model `tessera run --check` / `--compare-onnx` compares with: ONNX (onnxruntime) or TFLite (LiteRT).
 
 The reference must be the model the module was compiled from: same inputs
 (count, order, shapes, dtypes) and same outputs. Anything else is refused
@@ -10,19 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
 from ..errors import TesseraError
 from .inputs import InputSpec
+from .model_files import ModelFormat, embedded_format
+from .reference_tflite import TFLiteReference, load_tflite_reference, run_tflite_reference, tflite_match_inputs, \
+    tflite_named_like
 
 if TYPE_CHECKING:
     import onnx
 
+Reference = Union["onnx.ModelProto", TFLiteReference]
 
-def load_reference(source: str | bytes, label: str) -> onnx.ModelProto:
+
+def oracle_name(model: Reference) -> str:
+    return ModelFormat.TFLITE.oracle if isinstance(model, TFLiteReference) else ModelFormat.ONNX.oracle
+
+
+def load_reference(source: str | bytes, label: str) -> Reference:
     """`source`: a path, or the bytes of a model embedded in a Model Library Format export."""
+    if embedded_format(source) is ModelFormat.TFLITE:
+        return load_tflite_reference(source, label)
     import onnx  # not at import time: `tessera ops` and `--help` should start fast
 
     try:
@@ -53,11 +64,13 @@ def _fits(declared: tuple[int | None, ...] | None, shape: tuple[int, ...]) -> bo
                                 all(d is None or d == s for d, s in zip(declared, shape)))
 
 
-def named_like(model: onnx.ModelProto, specs: Sequence[InputSpec]) -> list[InputSpec]:
+def named_like(model: Reference, specs: Sequence[InputSpec]) -> list[InputSpec]:
     """The module's inputs named first by the ONNX model's names, position by position.
 
     The module may hold cleaned-up names (`a b` becomes `a_b`); the user knows the model's.
     """
+    if isinstance(model, TFLiteReference):
+        return tflite_named_like(model, specs)
     ins = graph_inputs(model)
     if len(ins) != len(specs):
         return list(specs)
@@ -65,8 +78,10 @@ def named_like(model: onnx.ModelProto, specs: Sequence[InputSpec]) -> list[Input
             for vi, spec in zip(ins, specs)]
 
 
-def match_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], label: str) -> list[InputSpec]:
+def match_inputs(model: Reference, specs: Sequence[InputSpec], label: str) -> list[InputSpec]:
     """`named_like`, after checking that the model declares the module's inputs (count, shapes, dtypes)."""
+    if isinstance(model, TFLiteReference):
+        return tflite_match_inputs(model, specs, label)
     ins = graph_inputs(model)
     if len(ins) != len(specs):
         raise TesseraError(
@@ -83,8 +98,10 @@ def match_inputs(model: onnx.ModelProto, specs: Sequence[InputSpec], label: str)
     return named_like(model, specs)
 
 
-def run_reference(model: onnx.ModelProto, label: str, values: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """onnxruntime's outputs for `values` (given by input position)."""
+def run_reference(model: Reference, label: str, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """onnxruntime's (or LiteRT's) outputs for `values` (given by input position)."""
+    if isinstance(model, TFLiteReference):
+        return run_tflite_reference(model, label, values)
     from ..testing.models import is_quantized, ort_run
 
     feed = {vi.name: value for vi, value in zip(graph_inputs(model), values)}
@@ -105,13 +122,14 @@ def check_outputs(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray],
                                "the model the module was compiled from")
 
 
-def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], rtol: float, atol: float) -> bool:
+def compare(outputs: Sequence[np.ndarray], expected: Sequence[np.ndarray], rtol: float, atol: float,
+            oracle: str = "onnxruntime") -> bool:
     """Print the largest difference per output; True when all are within tolerance."""
     ok = True
     for k, (a, b) in enumerate(zip(outputs, expected)):
         diff = float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0
         within = bool(np.allclose(a, b, rtol=rtol, atol=atol))
         ok &= within
-        print(f"output {k}: max |tessera - onnxruntime| = {diff:.3g} "
+        print(f"output {k}: max |tessera - {oracle}| = {diff:.3g} "
               f"({'within' if within else 'OUTSIDE'} rtol={rtol:g}, atol={atol:g})")
     return ok

@@ -38,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Run MODULE: a .so from `tessera compile` (graph executor), a Model Library Format tarball "
                     "or folder (AOT executor), or an .onnx file compiled on the fly. With --board the model is "
                     "built with arm-none-eabi-gcc for that Cortex-M board and run under qemu-system-arm.")
-    p.add_argument("module", type=non_empty, help="model.so, model.tar (Model Library Format) or model.onnx")
+    p.add_argument("module", type=non_empty,
+                   help="model.so, model.tar (Model Library Format), model.onnx or model.tflite")
     p.add_argument("--executor", choices=("graph", "aot"), default=None,
                    help="how to run an .onnx file (default graph, or aot with --board); a .so is always graph, "
                         "a .tar always aot")
@@ -54,7 +55,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "8-bit integers uniform over their range, wider integers uniform in [0, 15]")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for --random-input and --check (default 0)")
     p.add_argument("--check", action="store_true",
-                   help="compare the outputs with onnxruntime on a seeded random input; exit 1 on a mismatch")
+                   help="compare the outputs with onnxruntime (LiteRT for a .tflite model) on a seeded random "
+                        "input; exit 1 on a mismatch")
     p.add_argument("--compare-onnx", metavar="MODEL.onnx", type=non_empty,
                    help="the model to compare with (default: MODULE, or the one embedded in a Model Library "
                         "Format tarball); it must be the model MODULE was compiled from")
@@ -116,7 +118,8 @@ def _check_flags(args: argparse.Namespace, executor: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .reference import check_outputs, compare, load_reference, match_inputs, named_like, run_reference
+    from .reference import check_outputs, compare, load_reference, match_inputs, named_like, oracle_name, \
+        run_reference
 
     executor = executor_for_module(args.module, args.executor, args.board)
     _check_flags(args, executor)
@@ -146,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     expected = run_reference(reference, label, values)
     check_outputs(outputs, expected, label)
-    if not compare(outputs, expected, CHECK_RTOL, CHECK_ATOL) and args.check:
+    if not compare(outputs, expected, CHECK_RTOL, CHECK_ATOL, oracle_name(reference)) and args.check:
         print("CHECK FAILED")
         return 1
     if args.check:

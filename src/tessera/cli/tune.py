@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
                     "`tessera compile --tuning-log LOG.json` (or `tessera run`). Logs are machine-specific. "
                     "With --board, Cortex-M kernels are built for that emulated board and ranked by the "
                     "instructions QEMU counts.")
-    p.add_argument("model", help="path to an .onnx file")
+    p.add_argument("model", help="path to an .onnx or .tflite file")
     p.add_argument("-o", "--output", required=True, metavar="LOG.json", type=non_empty,
                    help="the tuning log to write (or extend)")
     p.add_argument("-t", "--target", default="c", type=target_string,
@@ -43,10 +43,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..frontend import from_onnx
     from ..target import Target
     from ..target.named import is_named_targets
     from ..tune import tune
+    from .model_files import import_model
 
     if is_named_targets(args.target):
         raise TesseraError(f"-t {args.target!r}: tessera tune measures one target at a time, not named pieces; "
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             args.target = board.target_string
     target = Target(args.target)
     say(f"importing {args.model}")
-    mod, params = from_onnx(args.model, shape=shapes or None, opaque_unsupported=runs_onnx_nodes(target))
+    mod, params = import_model(args.model, shapes, opaque_unsupported=runs_onnx_nodes(target))
     make_parent(out)
     tuned = tune(mod, target, params, log=out, trials=args.trials, budget=args.budget, progress=say,
                  repeat=args.repeat, threads=args.threads, board=args.board)

@@ -22,6 +22,12 @@ Rounding: the fixed-point multiplier carries at least 24 significant bits
 ``acc * M`` lies within about 2^-24 (relative) of a half (see
 docs/quantization.md). ``half_even`` makes exact ties round to even, as ONNX's
 QuantizeLinear does; pooling, whose multipliers are often exact, uses it.
+
+With ``Rounding.TFLITE`` (models from the TFLite importer) every op instead
+reproduces LiteRT's integer arithmetic bit for bit (`op.qnn_rounding`): the
+quantize rounds half away from zero, conv2d / dense take their multipliers as
+an int32 (3, C) table of Q31 multipliers, left and right shifts, add and
+average pooling follow LiteRT's int8 kernels.
 """
 
 from __future__ import annotations
@@ -35,10 +41,13 @@ from .. import te
 from ..errors import TypeInferenceError
 from ..relay.ty import TensorType, Type
 from ..tir import expr as E
-from ._util import as_tensor, normalize_axis
+from ._util import as_tensor, broadcast_indices, broadcast_shapes, normalize_axis
 from .nn.conv import ConvAttrs, conv_reference, conv_type_rel
 from .nn.conv_schedule import pad_input
 from .nn.pool import PoolAttrs, pool_type
+from .qnn_rounding import Rounding, TFLiteAddScales, divide_half_away_expr, divide_half_away_ref, multiply_expr, \
+    multiply_ref, rescale_double_expr, rescale_double_ref, round_half_away_expr, round_half_away_ref, scaled_expr, \
+    scaled_ref
 from .registry import OpPattern, register_op
 from .schedule_context import ScheduleContext
 
@@ -80,6 +89,18 @@ class Requant:
     output_zero_point: int
     lo: int = INT8[0]
     hi: int = INT8[1]
+    rounding: Rounding = Rounding.ONNX  # TFLITE: the multipliers operand is a (3, C) table, `shift` is unused
+    left_shifts: bool = False  # TFLITE: apply the table's left shifts (all zero otherwise: 32 x 32-bit products)
+
+
+def clamp_int8(y: E.PrimExpr, r: Requant) -> E.PrimExpr:
+    """An int32 value saturated to int8, then to a fused activation's [lo, hi], as int8."""
+    y = E.minimum(E.maximum(y, E.const(INT8[0], "int32")), E.const(INT8[1], "int32"))
+    if r.lo > INT8[0]:
+        y = E.maximum(y, E.const(r.lo, "int32"))
+    if r.hi < INT8[1]:
+        y = E.minimum(y, E.const(r.hi, "int32"))
+    return E.cast(y, "int8")
 
 
 def requantize_expr(product: E.PrimExpr, r: Requant, half_even: bool = False) -> E.PrimExpr:
@@ -92,12 +113,37 @@ def requantize_expr(product: E.PrimExpr, r: Requant, half_even: bool = False) ->
         q = E.select(tie, E.binary(E.BinOp.BITAND, q, E.const(-2, "int64")), q)
     y = E.add(E.cast(q, "int32"), E.const(r.output_zero_point, "int32"))
     # saturate to int8 first (one SSAT on Cortex-M), then the tighter bounds of a fused activation
-    y = E.minimum(E.maximum(y, E.const(INT8[0], "int32")), E.const(INT8[1], "int32"))
-    if r.lo > INT8[0]:
-        y = E.maximum(y, E.const(r.lo, "int32"))
-    if r.hi < INT8[1]:
-        y = E.minimum(y, E.const(r.hi, "int32"))
-    return E.cast(y, "int8")
+    return clamp_int8(y, r)
+
+
+def channel_requantize(acc: E.PrimExpr, mult: "te.Tensor", c: E.PrimExpr, r: Requant) -> E.PrimExpr:
+    """The int32 accumulator `acc` of output channel `c` requantised to int8, in `r.rounding`."""
+    if r.rounding is Rounding.TFLITE and mult.dtype == "float64":
+        y = rescale_double_expr(acc, _channel(mult, c))
+        return clamp_int8(E.add(y, E.const(r.output_zero_point, "int32")), r)
+    if r.rounding is Rounding.TFLITE:
+        k = E.IntImm(0) if mult.shape[1] == 1 else c
+        left = mult[E.IntImm(1), k] if r.left_shifts else None
+        y = multiply_expr(acc, mult[E.IntImm(0), k], left, mult[E.IntImm(2), k])
+        return clamp_int8(E.add(y, E.const(r.output_zero_point, "int32")), r)
+    return requantize_expr(widening_product(acc, _channel(mult, c)), r)
+
+
+def channel_requantize_ref(acc: np.ndarray, mult: np.ndarray, channel_axis: int, r: Requant) -> np.ndarray:
+    """NumPy of `channel_requantize` for accumulators with channels along `channel_axis`."""
+    def along(v: np.ndarray) -> np.ndarray:
+        shape = [1] * acc.ndim
+        shape[channel_axis] = v.size
+        return v.reshape(shape)
+
+    if r.rounding is Rounding.TFLITE and mult.dtype == np.float64:
+        y = rescale_double_ref(acc, along(mult)) + r.output_zero_point
+        return np.clip(np.clip(y, *INT8), r.lo, r.hi).astype(np.int8)
+    if r.rounding is Rounding.TFLITE:
+        left = along(mult[1]) if r.left_shifts else np.zeros((), np.int64)
+        y = multiply_ref(acc, along(mult[0]), left, along(mult[2])) + r.output_zero_point
+        return np.clip(np.clip(y, *INT8), r.lo, r.hi).astype(np.int8)
+    return requantize_ref(acc, along(mult), r.shift, r.output_zero_point, r.lo, r.hi)
 
 
 def widening_product(acc: E.PrimExpr, m: E.PrimExpr) -> E.PrimExpr:
@@ -115,6 +161,7 @@ def _channel(t: te.Tensor, c: E.PrimExpr) -> E.PrimExpr:
 class QuantizeAttrs:
     axis: int = 1
     out_dtype: str = "int8"
+    rounding: Rounding = Rounding.ONNX  # TFLITE: half away from zero (and the integer ops made from it follow LiteRT)
 
 
 @dataclass(frozen=True)
@@ -164,7 +211,9 @@ def _along(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
 def _quantize_ref(args: list[np.ndarray], attrs: QuantizeAttrs) -> np.ndarray:
     x, scale, zp = args
     info = np.iinfo(attrs.out_dtype)
-    q = np.rint(x.astype(np.float32) / _along(scale, x.ndim, attrs.axis)).astype(np.float64)
+    v = x.astype(np.float32) / _along(scale, x.ndim, attrs.axis)
+    rounded = round_half_away_ref(np.clip(v, -1024, 1024)) if attrs.rounding is Rounding.TFLITE else np.rint(v)
+    q = rounded.astype(np.float64)
     q = q + _along(zp, x.ndim, attrs.axis).astype(np.float64)
     return np.clip(q, info.min, info.max).astype(attrs.out_dtype)
 
@@ -187,7 +236,11 @@ def _quantize_compute(inputs: list[te.Tensor], attrs: QuantizeAttrs, out: Tensor
     lo, hi = (-128, 127) if attrs.out_dtype == "int8" else (0, 255)
 
     def element(*i: E.Var) -> E.PrimExpr:
-        r = E.call(E.Intrinsic.ROUND, [E.div(x[i], _param_at(scale, i, attrs.axis))], "float32")
+        v = E.div(x[i], _param_at(scale, i, attrs.axis))
+        if attrs.rounding is Rounding.TFLITE:  # clamped first: beyond +-1024 every zero point saturates anyway
+            r = round_half_away_expr(E.minimum(E.maximum(v, E.const(-1024.0, "float32")), E.const(1024.0, "float32")))
+        else:
+            r = E.call(E.Intrinsic.ROUND, [v], "float32")
         v = E.add(r, E.cast(_param_at(zp, i, attrs.axis), "float32"))
         return E.cast(E.minimum(E.maximum(v, E.const(lo, "float32")), E.const(hi, "float32")), attrs.out_dtype)
 
@@ -242,11 +295,20 @@ def _check_int8(types: tuple[TensorType, ...], what: str) -> None:
             raise TypeInferenceError(f"{what}: input {k} must be int8, got {t.dtype}")
 
 
-def _check_channel_vectors(bias: TensorType, mult: TensorType, channels: int, what: str) -> None:
-    if bias.dtype != "int32" or mult.dtype != "int32" or bias.shape != (channels,) or \
-            mult.shape not in ((channels,), (1,)):
-        raise TypeInferenceError(f"{what}: bias must be int32 ({channels},) and multipliers int32 ({channels},) "
-                                 f"or (1,); got {bias.dtype} {bias.shape} and {mult.dtype} {mult.shape}")
+def _check_channel_vectors(bias: TensorType, mult: TensorType, channels: int, what: str, r: Requant,
+                           double_scales: bool = False) -> None:
+    """Multipliers: int32 (C,) (or (1,)); with TFLITE rounding an int32 (3, C) table, or for dense
+    float64 (C,) scales (LiteRT's double-precision FULLY_CONNECTED)."""
+    shapes: tuple[tuple[int, ...], ...]
+    if double_scales and r.rounding is Rounding.TFLITE and mult.dtype == "float64":
+        shapes, mult_dtype = ((channels,), (1,)), "float64"
+    elif r.rounding is Rounding.TFLITE:
+        shapes, mult_dtype = ((3, channels), (3, 1)), "int32"
+    else:
+        shapes, mult_dtype = ((channels,), (1,)), "int32"
+    if bias.dtype != "int32" or mult.dtype != mult_dtype or bias.shape != (channels,) or mult.shape not in shapes:
+        raise TypeInferenceError(f"{what}: bias must be int32 ({channels},) and multipliers int32 {shapes[0]} "
+                                 f"or {shapes[1]}; got {bias.dtype} {bias.shape} and {mult.dtype} {mult.shape}")
 
 
 _conv2d_shape = conv_type_rel(2)
@@ -264,7 +326,7 @@ def _qconv_type(types: tuple[Type, ...], attrs: QConvAttrs) -> Type:
                                  f"got {x.shape} and {w.shape} for kernel {attrs.kernel}")
     out = _conv2d_shape((x, TensorType(_weight4(w, attrs, x.shape[1]), "int8")), attrs.conv)
     assert isinstance(out, TensorType)
-    _check_channel_vectors(bias, mult, w.shape[0], "qnn.conv2d")
+    _check_channel_vectors(bias, mult, w.shape[0], "qnn.conv2d", attrs.requant)
     return out
 
 
@@ -280,8 +342,7 @@ def _qconv_ref(args: list[np.ndarray], attrs: QConvAttrs) -> np.ndarray:
     zp = attrs.input_zero_point
     acc = conv_reference([x.astype(np.int64) - zp, w4], attrs.conv)
     acc = acc + (bias.astype(np.int64) + zp * weight_sums(w)).reshape(1, -1, 1, 1)
-    r = attrs.requant
-    return requantize_ref(acc, mult.reshape(1, -1, 1, 1), r.shift, r.output_zero_point, r.lo, r.hi)
+    return channel_requantize_ref(acc, mult, 1, attrs.requant)
 
 
 def _im2col(padded: te.Tensor, attrs: QConvAttrs, out: TensorType) -> te.Tensor:
@@ -338,7 +399,7 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, 
     r = attrs.requant
 
     def element(b: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
-        return requantize_expr(widening_product(E.add(acc[b, c, y, x], bias[c]), _channel(mult, c)), r)
+        return channel_requantize(E.add(acc[b, c, y, x], bias[c]), mult, c, r)
 
     return te.compute(out.shape, element, name="requantize", axis_names=["n", "c", "o0", "o1"])
 
@@ -356,7 +417,7 @@ def _qdense_type(types: tuple[Type, ...], attrs: QDenseAttrs) -> Type:
     _check_int8((x, w), "qnn.dense")
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
         raise TypeInferenceError(f"qnn.dense needs data (M, K) and weight (N, K), got {x.shape} and {w.shape}")
-    _check_channel_vectors(bias, mult, w.shape[0], "qnn.dense")
+    _check_channel_vectors(bias, mult, w.shape[0], "qnn.dense", attrs.requant, double_scales=True)
     return TensorType((x.shape[0], w.shape[0]), "int8")
 
 
@@ -364,8 +425,7 @@ def _qdense_ref(args: list[np.ndarray], attrs: QDenseAttrs) -> np.ndarray:
     """acc = x @ w.T + bias (raw products: the bias holds -input_zero_point * sum(w))."""
     x, w, bias, mult = args
     acc = x.astype(np.int64) @ w.astype(np.int64).T + bias.astype(np.int64)
-    r = attrs.requant
-    return requantize_ref(acc, mult.reshape(1, -1), r.shift, r.output_zero_point, r.lo, r.hi)
+    return channel_requantize_ref(acc, mult, 1, attrs.requant)
 
 
 def _qdense_compute(inputs: list[te.Tensor], attrs: QDenseAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
@@ -376,7 +436,7 @@ def _qdense_compute(inputs: list[te.Tensor], attrs: QDenseAttrs, out: TensorType
     r = attrs.requant
 
     def element(m: E.Var, n: E.Var) -> E.PrimExpr:
-        return requantize_expr(widening_product(E.add(acc[m, n], bias[n]), _channel(mult, n)), r)
+        return channel_requantize(E.add(acc[m, n], bias[n]), mult, n, r)
 
     return te.compute(out.shape, element, name="requantize", axis_names=["m", "n"])
 
@@ -392,18 +452,22 @@ qdense = register_op(
 # ---------------------------------------------------------------- add, pool
 @dataclass(frozen=True)
 class QAddAttrs:
-    """y = requant((a - za) * ma + (b - zb) * mb): the multipliers share `requant.shift`."""
+    """y = requant((a - za) * ma + (b - zb) * mb): the multipliers share `requant.shift`
+    (with `requant.rounding` TFLITE, `tflite` holds LiteRT's multipliers instead)."""
 
     a_zero_point: int
     a_multiplier: int
     b_zero_point: int
     b_multiplier: int
     requant: Requant
+    tflite: TFLiteAddScales | None = None
 
 
 def _qadd_type(types: tuple[Type, ...], attrs: QAddAttrs) -> Type:
     a, b = (as_tensor(t) for t in types)
     _check_int8((a, b), "qnn.add")
+    if attrs.tflite is not None:  # LiteRT's ADD broadcasts
+        return TensorType(broadcast_shapes(a.shape, b.shape), "int8")
     if a.shape != b.shape:
         raise TypeInferenceError(f"qnn.add needs equal shapes, got {a.shape} and {b.shape}")
     return a
@@ -411,6 +475,12 @@ def _qadd_type(types: tuple[Type, ...], attrs: QAddAttrs) -> Type:
 
 def _qadd_ref(args: list[np.ndarray], attrs: QAddAttrs) -> np.ndarray:
     a, b = (v.astype(np.int64) for v in args)
+    t, r = attrs.tflite, attrs.requant
+    if t is not None:
+        total = scaled_ref((a - attrs.a_zero_point) << t.left_shift, t.a) + \
+            scaled_ref((b - attrs.b_zero_point) << t.left_shift, t.b)
+        y = scaled_ref(total, t.out) + r.output_zero_point
+        return np.clip(np.clip(y, *INT8), r.lo, r.hi).astype(np.int8)
     total = (a - attrs.a_zero_point) * attrs.a_multiplier + (b - attrs.b_zero_point) * attrs.b_multiplier
     r = attrs.requant
     return requantize_ref(total, np.ones((), np.int64), r.shift, r.output_zero_point, r.lo, r.hi, half_even=True)
@@ -423,7 +493,17 @@ def _qadd_compute(inputs: list[te.Tensor], attrs: QAddAttrs, out: TensorType, sc
     def term(t: te.Tensor, i: tuple[E.Var, ...], zp: int, m: int) -> E.PrimExpr:
         return E.mul(E.cast(E.sub(E.cast(t[i], "int32"), E.const(zp, "int32")), "int64"), E.const(m, "int64"))
 
+    def tflite_term(t: te.Tensor, i: tuple[E.Var, ...], zp: int, qe: tuple[int, int], left: int) -> E.PrimExpr:
+        value = E.cast(t[broadcast_indices(i, t.shape)], "int32")
+        shifted = E.binary(E.BinOp.SHL, E.sub(value, E.const(zp, "int32")), E.const(left, "int32"))
+        return scaled_expr(shifted, qe)
+
     def element(*i: E.Var) -> E.PrimExpr:
+        tfl = attrs.tflite
+        if tfl is not None:
+            total32 = E.add(tflite_term(a, i, attrs.a_zero_point, tfl.a, tfl.left_shift),
+                            tflite_term(b, i, attrs.b_zero_point, tfl.b, tfl.left_shift))
+            return clamp_int8(E.add(scaled_expr(total32, tfl.out), E.const(r.output_zero_point, "int32")), r)
         total = E.add(term(a, i, attrs.a_zero_point, attrs.a_multiplier), term(b, i, attrs.b_zero_point, attrs.b_multiplier))
         return requantize_expr(total, r, half_even=True)
 
@@ -439,7 +519,11 @@ qadd = register_op(
 
 @dataclass(frozen=True)
 class QPoolAttrs:
-    """Average pooling without padding: y = requant(sum(x - zp_in) * multiplier)."""
+    """Average pooling without padding: y = requant(sum(x - zp_in) * multiplier).
+
+    With `requant.rounding` TFLITE, LiteRT's int8 average pool: the raw sum (input and
+    output quantisation are equal, `input_zero_point` 0) divided by the window size,
+    rounding half away from zero; `multiplier` is unused."""
 
     pool: PoolAttrs
     input_zero_point: int
@@ -466,6 +550,8 @@ def _qpool_ref(args: list[np.ndarray], attrs: QPoolAttrs) -> np.ndarray:
         for j in range(kw):
             total += x[:, :, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
     r = attrs.requant
+    if r.rounding is Rounding.TFLITE:
+        return np.clip(divide_half_away_ref(total, kh * kw), max(r.lo, INT8[0]), min(r.hi, INT8[1])).astype(np.int8)
     return requantize_ref(total * attrs.multiplier, np.ones((), np.int64), r.shift, r.output_zero_point,
                           r.lo, r.hi, half_even=True)
 
@@ -483,6 +569,8 @@ def _qpool_compute(inputs: list[te.Tensor], attrs: QPoolAttrs, out: TensorType, 
     total = te.compute(out.shape, window, name="qpool_sum", axis_names=["n", "c", "o0", "o1"])
 
     def element(*i: E.Var) -> E.PrimExpr:
+        if attrs.requant.rounding is Rounding.TFLITE:
+            return clamp_int8(divide_half_away_expr(total[i], math.prod(p.kernel)), attrs.requant)
         product = E.mul(E.cast(total[i], "int64"), E.const(attrs.multiplier, "int64"))
         return requantize_expr(product, attrs.requant, half_even=True)
 

@@ -21,6 +21,12 @@ rescaled from their own scale (equal to input x weight scale in models from
 onnxruntime, so they stay as they are). Relu after the op only raises the
 lower clamp to the output zero point (``quantize(relu(v)) == max(quantize(v), zp)``).
 
+A quantize made by the TFLite importer (``Rounding.TFLITE``) picks the
+rules at the end of this file instead: the same integer ops, computing what
+LiteRT's int8 kernels compute (per-channel Q31 multipliers and exponents,
+its ADD, MUL, MEAN and AVERAGE_POOL_2D arithmetic, the model's own int32 biases, and
+fused ReLU / ReLU6 bounds as LiteRT rounds them).
+
 Anything else (softmax, uint8 or asymmetric weights, padded average pools)
 keeps its float form, which is exactly what ONNX defines, and runs as a fused
 dequantize -> op -> quantize kernel with float arithmetic. Dequantised
@@ -35,12 +41,15 @@ import numpy as np
 
 from ..op import elemwise as ew
 from ..op import qnn
+from ..op import qnn_tflite
 from ..op import reduce as red
 from ..op import transform as tf
 from ..op.nn import conv as conv_ops
 from ..op.nn import matmul as mm
 from ..op.nn import pool
+from ..op.elemwise_activation import ClipAttrs
 from ..op.nn.pool import PoolAttrs
+from ..op.qnn_rounding import Rounding, TFLiteAddScales, multiplier_table, quantize_multiplier
 from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
@@ -244,7 +253,159 @@ def _injective(y: Expr, out: Dequantized) -> Expr | None:
     return Call(call.op, (x.x,), call.attrs)
 
 
+# ---------------------------------------------------------------- LiteRT's arithmetic
+def _activation_bounds(y: Expr, out: Dequantized) -> tuple[Expr, int, int]:
+    """A fused ReLU / ReLU6 / ReLU_N1_TO_1 stripped, and its int8 bounds as LiteRT computes them."""
+    def level(v: float) -> int:
+        ratio = np.float32(v) / np.float32(out.s)  # float arithmetic, std::round
+        return out.zp + int(np.sign(ratio) * np.floor(np.abs(ratio) + 0.5)) if abs(ratio) < 2**30 else (
+            qnn.INT8[1] if ratio > 0 else qnn.INT8[0])
+
+    lo, hi = qnn.INT8
+    relu = _call(y, ew.relu)
+    if relu is not None:
+        return relu.args[0], max(lo, level(0.0)), hi
+    clip = _call(y, ew.clip)
+    if clip is not None:
+        a = clip.attrs_as(ClipAttrs)
+        return clip.args[0], max(lo, level(a.a_min)), min(hi, level(a.a_max))
+    return y, lo, hi
+
+
+def _raw_bias(e: Expr | None, channels: int) -> np.ndarray | None:
+    """The model's int32 bias as it is (LiteRT adds it to the accumulator unchanged)."""
+    if e is None:
+        return np.zeros(channels, np.int64)
+    reshaped = _call(e, tf.reshape)
+    b = _dequantized(reshaped.args[0] if reshaped is not None else e, "int32")
+    if b is None or not isinstance(b.x, Constant) or np.any(b.zero_point != 0) or b.x.data.size != channels:
+        return None
+    return b.x.data.astype(np.int64).reshape(-1)
+
+
+def _tflite_requant(out: Dequantized, lo: int, hi: int, table: Constant | None = None) -> qnn.Requant:
+    left_shifts = table is not None and table.data.dtype == np.int32 and bool(np.any(table.data[1] > 0))
+    return qnn.Requant(31, out.zp, lo, hi, Rounding.TFLITE, left_shifts)
+
+
+def _tflite_table(x: Dequantized, ws: np.ndarray, out: Dequantized) -> Constant:
+    # double(input scale) * double(filter scale) / double(output scale), from the float32 scales
+    return Constant(multiplier_table(x.s * ws / out.s))
+
+
+def _tflite_conv(y: Expr, out: Dequantized) -> Expr | None:
+    y, lo, hi = _activation_bounds(y, out)
+    conv, bias_expr = _split_bias(y, (conv_ops.conv2d,))
+    if conv is None:
+        return None
+    x = _dequantized(conv.args[0])
+    weight = _weight(_dequantized(conv.args[1]), 0)
+    if x is None or not x.per_tensor or weight is None:
+        return None
+    w, ws = weight
+    bias = _raw_bias(bias_expr, w.shape[0])
+    if bias is None:
+        return None
+    folded = bias - x.zp * qnn.weight_sums(w)
+    if np.abs(folded).max() >= 2**31:
+        return None
+    table = _tflite_table(x, ws, out)
+    attrs = qnn.QConvAttrs(conv.attrs_as(conv_ops.ConvAttrs), (w.shape[2], w.shape[3]), x.zp,
+                           _tflite_requant(out, lo, hi, table))
+    return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), Constant(folded.astype(np.int32)), table),
+                attrs)
+
+
+def _tflite_dense(y: Expr, out: Dequantized) -> Expr | None:
+    y, lo, hi = _activation_bounds(y, out)
+    prod, bias_expr = _split_bias(y, (mm.dense,))
+    if prod is None:
+        return None
+    x = _dequantized(prod.args[0])
+    w_dq = _dequantized(prod.args[1])
+    weight = _weight(w_dq, 0)
+    if x is None or not x.per_tensor or len(_shape(x.x)) != 2 or weight is None or weight[0].ndim != 2:
+        return None
+    weight_per_tensor = w_dq is not None and w_dq.per_tensor
+    w, ws = weight
+    bias = _raw_bias(bias_expr, w.shape[0])
+    if bias is None:
+        return None
+    folded = bias - x.zp * qnn.weight_sums(w)
+    if np.abs(folded).max() >= 2**31:
+        return None
+    # LiteRT's reference FULLY_CONNECTED rescales in double precision, one rounding (see op.qnn_rounding)
+    scales = Constant((x.s * (ws[:1] if weight_per_tensor else ws) / out.s).astype(np.float64))
+    return Call(qnn.qdense, (x.x, Constant(w), Constant(folded.astype(np.int32)), scales),
+                qnn.QDenseAttrs(x.zp, _tflite_requant(out, lo, hi, scales)))
+
+
+TFLITE_ADD_LEFT_SHIFT = 20  # LiteRT's int8 ADD headroom
+
+
+def _tflite_add(y: Expr, out: Dequantized) -> Expr | None:
+    y, lo, hi = _activation_bounds(y, out)
+    add = _call(y, ew.add)
+    if add is None:
+        return None
+    a, b = _dequantized(add.args[0]), _dequantized(add.args[1])
+    if a is None or b is None or not a.per_tensor or not b.per_tensor:
+        return None
+    twice_max = float(np.float32(2) * np.float32(max(a.s, b.s)))  # float arithmetic in LiteRT
+    out_denominator = float(np.float32(1 << TFLITE_ADD_LEFT_SHIFT) * np.float32(out.s))
+    scales = TFLiteAddScales(TFLITE_ADD_LEFT_SHIFT, quantize_multiplier(a.s / twice_max),
+                                 quantize_multiplier(b.s / twice_max), quantize_multiplier(twice_max / out_denominator))
+    attrs = qnn.QAddAttrs(a.zp, 0, b.zp, 0, _tflite_requant(out, lo, hi), scales)
+    return Call(qnn.qadd, (a.x, b.x), attrs)
+
+
+def _tflite_mul(y: Expr, out: Dequantized) -> Expr | None:
+    y, lo, hi = _activation_bounds(y, out)
+    mul = _call(y, ew.multiply)
+    if mul is None:
+        return None
+    a, b = _dequantized(mul.args[0]), _dequantized(mul.args[1])
+    if a is None or b is None or not a.per_tensor or not b.per_tensor:
+        return None
+    attrs = qnn_tflite.QMulAttrs(a.zp, b.zp, quantize_multiplier(a.s * b.s / out.s), _tflite_requant(out, lo, hi))
+    return Call(qnn_tflite.qmul, (a.x, b.x), attrs)
+
+
+def _tflite_mean(y: Expr, out: Dequantized) -> Expr | None:
+    call = _call(y, red.mean)
+    if call is None:
+        return None
+    x = _dequantized(call.args[0])
+    if x is None or not x.per_tensor:
+        return None
+    attrs = call.attrs_as(red.ReduceAttrs)
+    shape = _shape(x.x)
+    count = int(np.prod([shape[a] for a in red.reduced_axes(len(shape), attrs.axes)], dtype=np.int64))
+    q, e = quantize_multiplier(x.s / out.s)  # double(input scale) / double(output scale)
+    multiplier = qnn_tflite.mean_multiplier(q, e, count)
+    return Call(qnn_tflite.qmean, (x.x,), qnn_tflite.QMeanAttrs(attrs, x.zp, multiplier, _tflite_requant(out, *qnn.INT8)))
+
+
+def _tflite_avg_pool(y: Expr, out: Dequantized) -> Expr | None:
+    y, lo, hi = _activation_bounds(y, out)
+    call = _call(y, pool.avg_pool2d)
+    if call is None:
+        return None
+    x = _dequantized(call.args[0])
+    attrs = call.attrs_as(PoolAttrs)
+    if x is None or not x.per_tensor or x.s != out.s or x.zp != out.zp:
+        return None  # LiteRT's int8 average pool keeps the quantisation; others stay float
+    if any(attrs.padding) or attrs.ceil_mode or any(d != 1 for d in attrs.dilation):
+        return None
+    return Call(qnn.qavg_pool2d, (x.x,), qnn.QPoolAttrs(attrs, 0, 0, _tflite_requant(out, lo, hi)))
+
+
 _RULES = (_conv, _dense, _add, _avg_pool, _injective)
+_RULES_BY_ROUNDING = {
+    Rounding.ONNX: _RULES,
+    Rounding.TFLITE: (_tflite_conv, _tflite_dense, _tflite_add, _tflite_mul, _tflite_avg_pool, _tflite_mean,
+                      _injective),
+}
 
 
 def _to_integer(q: Call) -> Expr | None:
@@ -256,7 +417,7 @@ def _to_integer(q: Call) -> Expr | None:
         return None
     out = Dequantized(q.args[0], scale.data.astype(np.float64).reshape(-1), zp.data.astype(np.int64).reshape(-1),
                       attrs.axis)
-    for rule in _RULES:
+    for rule in _RULES_BY_ROUNDING[attrs.rounding]:
         result = rule(q.args[0], out)
         if result is not None:
             return result
