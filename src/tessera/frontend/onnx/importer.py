@@ -29,6 +29,9 @@ from ...relay.ty import TensorType
 from ...relay.visitor import free_vars, substitute
 from ...transform.fold_constant import fold_expr
 from ...transform.infer_type import infer_expr, infer_function
+from ...runtime.output_stage import DYNAMIC_TAIL_ATTR, DynamicTail, OutputStage
+from .dynamic_tail import (DATA_DEPENDENT_SHAPE_OPS, TAIL_SYMBOL, build_tail_model, data_dependent_shape_error,
+                           find_tail, tail_boundary)
 from .registry import CONVERTERS, DEFAULT_DOMAIN, Converter
 from .validate import check_constant_operands, check_opsets, check_unique_names
 
@@ -243,19 +246,26 @@ class GraphImporter:
         self._read_initializers()
         self._read_inputs()
         ctx = ImportContext(self.params, {v.name_hint for v in self.input_vars})
+        tail = find_tail(self.graph, self._inferred_types, CONVERTERS.supports) if self.opaque_unsupported else []
+        skipped = set(tail)
         for index, proto in enumerate(self.graph.node):
-            self._convert(proto, index, ctx)
+            if index not in skipped:  # the tail runs in onnxruntime after the graph (dynamic_tail.py)
+                self._convert(proto, index, ctx)
+        extra: dict[str, object] = {}
+        names = [o.name for o in self.graph.output]
+        if tail:
+            names, extra[DYNAMIC_TAIL_ATTR] = self._dynamic_tail(tail, ctx)
         outputs = []
-        for out in self.graph.output:
-            if out.name not in self.env:
-                raise ConversionError(f"graph output {out.name!r} is not produced by any node")
-            outputs.append(self.env[out.name])
+        for name in names:
+            if name not in self.env:
+                raise ConversionError(f"graph output {name!r} is not produced by any node")
+            outputs.append(self.env[name])
         if not outputs:
             raise ConversionError("the graph has no outputs")
         body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
         used = {id(v) for v in free_vars(body)}
         params = [v for v in self.param_vars if id(v) in used]
-        attrs = FuncAttrs(extra={"output_names": tuple(o.name for o in self.graph.output)})
+        attrs = FuncAttrs(extra={"output_names": tuple(names), **extra})
         func = Function(tuple(self.input_vars + params), body, attrs=attrs)
         func = infer_function(func)
         param_values = {v.name_hint: self.params[v.name_hint] for v in params}
@@ -320,6 +330,8 @@ class GraphImporter:
                     {a.name: _parse_attr(a) for a in proto.attribute})
         if self.opaque_unsupported and not CONVERTERS.supports(proto.op_type, domain):
             fn = self._opaque_converter(proto)
+        elif proto.op_type in DATA_DEPENDENT_SHAPE_OPS and not CONVERTERS.supports(proto.op_type, domain):
+            raise data_dependent_shape_error(name, proto.op_type)
         else:
             fn = CONVERTERS.lookup(proto.op_type, opset, domain, name)
         try:
@@ -346,6 +358,28 @@ class GraphImporter:
         for out_name, value in zip(outputs, results):
             if out_name:
                 self.env[out_name] = value
+
+    def _dynamic_tail(self, tail: list[int], ctx: ImportContext) -> tuple[list[str], DynamicTail]:
+        """The compiled graph's outputs (static model outputs, then what the tail reads) and the tail."""
+        from ...contrib.onnxruntime import OrtModule
+
+        boundary = tail_boundary(self.graph, tail)
+        missing = [name for name in boundary if name not in self.env]
+        if missing:
+            raise ConversionError(f"the nodes of data-dependent shape read {missing}, which no earlier node, "
+                                  "input or initializer defines")
+        constants = {n: np.asarray(e.data) for n in boundary if isinstance(e := self.env[n], Constant)}
+        fed = {n: ctx.type_of(self.env[n]) for n in boundary if n not in constants}
+        model = build_tail_model(self.model, tail, fed, constants)
+        static = [o.name for o in self.graph.output if o.name not in model.outputs]
+        names = static + [n for n in model.inputs if n not in static]  # a value both output and read, once
+        if not names:
+            raise ConversionError("every graph output depends on operators of data-dependent shape: nothing is "
+                                  "left for tessera to compile; run the model in onnxruntime itself")
+        finals = tuple(("stage", model.outputs.index(o.name)) if o.name in model.outputs
+                       else ("graph", static.index(o.name)) for o in self.graph.output)
+        stage = OutputStage(TAIL_SYMBOL, tuple(names.index(n) for n in model.inputs), finals)
+        return names, DynamicTail(OrtModule({TAIL_SYMBOL: model.model.SerializeToString()}), stage)
 
     def _inferred_types(self) -> dict[str, TensorType]:
         """Static types of every tensor, by ONNX shape inference (for opaque nodes)."""
