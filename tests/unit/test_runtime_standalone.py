@@ -25,7 +25,7 @@ from tessera.frontend import from_onnx
 SRC = Path(tessera.__file__).resolve().parents[1]
 COMPILER = {"backend", "codegen", "contrib", "frontend", "micro", "op", "relay", "target", "te", "testing",
             "tir", "transform", "tune", "cli"}
-RUNTIME_SIDE = {"crt", "errors", "runtime", "util"}  # what loading and running may import
+RUNTIME_SIDE = {"crt", "dtype", "errors", "runtime", "util"}  # what loading and running may import
 
 CHILD = textwrap.dedent("""
     import json, sys

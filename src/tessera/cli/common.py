@@ -123,6 +123,8 @@ MAX_EMBEDDED_MODEL = 16 << 20
 def print_outputs(outputs: Sequence[np.ndarray]) -> None:
     for i, out in enumerate(outputs):
         flat = out.reshape(-1)
+        if out.dtype.name == "bfloat16":  # (ml_dtypes scalars do not format)
+            flat = flat.astype(np.float32)
         head = ", ".join(f"{v:.6g}" for v in flat[:8]) + (", ..." if flat.size > 8 else "")
-        extra = f"  argmax={int(np.argmax(flat))}" if out.dtype.kind == "f" and flat.size > 1 else ""
+        extra = f"  argmax={int(np.argmax(flat))}" if flat.dtype.kind == "f" and flat.size > 1 else ""
         print(f"output {i}: shape {out.shape} {out.dtype} [{head}]{extra}")
