@@ -112,7 +112,20 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target
         kernels = lib.module.function_names if lib.module is not None else []  # (a fresh build has its module)
         say(f"compiled {len(kernels)} kernels (python {lib.python_seconds:.1f}s, "
             f"C compiler {lib.compile_seconds:.1f}s)")
+        if lib.output_stage is not None:
+            say(f"operators of data-dependent shape run after the graph, in onnxruntime: {_tail_ops(lib)}")
     return lib
+
+
+def _tail_ops(lib: GraphExecutorLibrary) -> str:
+    """The op types of the output stage's ONNX model (frontend/onnx/dynamic_tail.py)."""
+    import onnx
+
+    stage = lib.output_stage
+    models = [getattr(m, "models", {}).get(stage.function) for m in lib.external_modules] if stage else []
+    model = onnx.ModelProto()
+    model.ParseFromString(next((m for m in models if m is not None), b""))
+    return ", ".join(n.op_type for n in model.graph.node) or "(none)"
 
 
 # The source ONNX file rides along in a Model Library Format export (for
