@@ -125,3 +125,17 @@ def test_the_aot_executor_refuses_a_dynamic_tail():
     mod, params = from_onnx(detector(), opaque_unsupported=True)
     with pytest.raises(TesseraError, match="data-dependent output shape.*only the graph executor"):
         tessera.build(mod, target="onnxruntime", params=params, executor="aot")
+
+
+def test_a_damaged_output_stage_is_an_artifact_error():
+    from tessera.errors import ArtifactError
+    from tessera.runtime.output_stage import OutputStage
+
+    stage = OutputStage(TAIL_SYMBOL, (1, 2), (("graph", 0), ("stage", 1)))
+    assert OutputStage.from_bytes(stage.to_bytes(), "x") == stage
+    with pytest.raises(ArtifactError, match="lib.so: the output stage cannot be read"):
+        OutputStage.from_bytes(b'{"function": "f"}', "lib.so")
+    with pytest.raises(ArtifactError, match=r"reads graph outputs \[2\], the graph has 2"):
+        stage.check(2, "lib.so")
+    with pytest.raises(ValueError, match="output source 'elsewhere'"):
+        OutputStage(TAIL_SYMBOL, (), (("elsewhere", 0),))
