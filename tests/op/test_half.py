@@ -204,3 +204,21 @@ def test_arithmetic_on_float16_bits_is_refused_not_miscompiled(verify: bool) -> 
     mod = relay.IRModule.from_expr(relay.Function((a, b), ew.add(a, b)))
     with PassContext(config={"verify": verify}), pytest.raises(TesseraError, match="only holds values"):
         tessera.build(mod)
+
+
+def test_layer_norm_statistics_keep_their_stash_type() -> None:
+    x = RNG.standard_normal((2, 8)).astype(np.float16)
+    scale, bias = np.ones(8, np.float16), np.zeros(8, np.float16)
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y", "mean", "inv_std"], axis=-1)
+    graph = helper.make_graph([node], "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 8]),
+                               helper.make_tensor_value_info("mean", TensorProto.FLOAT, [2, 1]),
+                               helper.make_tensor_value_info("inv_std", TensorProto.FLOAT, [2, 1])],
+                              [nh.from_array(scale, "scale"), nh.from_array(bias, "bias")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod, params = from_onnx(model)
+    ours = tessera.build(mod, params=params)(x)
+    expected = ort_run(model, {"x": x})
+    assert [o.dtype.name for o in ours] == ["float16", "float32", "float32"] == [e.dtype.name for e in expected]
+    for a, b in zip(ours, expected):
+        np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), rtol=2e-3, atol=2e-3)

@@ -46,6 +46,8 @@ EXACT_OPS = frozenset({
 
 # Operators whose result type is named explicitly, not taken from their inputs
 TYPED_OPS = frozenset({"Cast", "CastLike"})
+# Outputs of a type an attribute names (LayerNormalization's mean and inverse deviation: `stash_type`)
+TYPED_OUTPUTS: dict[str, frozenset[int]] = {"LayerNormalization": frozenset({1, 2})}
 
 
 def widen(value: Expr) -> Expr:
@@ -64,13 +66,14 @@ def round_to(value: Expr, stored: str) -> Expr:
     return widen(narrow(value, stored))
 
 
-def settle(value: Expr, dtype: str, op_type: str, input_storage: Sequence[str]) -> tuple[Expr, str | None]:
-    """What later nodes see of a converter's result of `dtype`, and its stored 16-bit type (None if not 16-bit).
-
-    `input_storage` holds the 16-bit types of the node's inputs."""
+def settle(value: Expr, dtype: str, op_type: str, output: int,
+           input_storage: Sequence[str]) -> tuple[Expr, str | None]:
+    """What later nodes see of output `output` of a converter, of `dtype`, and its stored 16-bit type (None
+    if not 16-bit). `input_storage` holds the 16-bit types of the node's inputs."""
     if dt.is_storage_only(dtype):
         return widen(value), dtype
-    if dtype != COMPUTE_DTYPE or not input_storage or op_type in TYPED_OPS:
+    typed = op_type in TYPED_OPS or output in TYPED_OUTPUTS.get(op_type, ())
+    if dtype != COMPUTE_DTYPE or not input_storage or typed:
         return value, None
     stored = input_storage[0]
     return (value if op_type in EXACT_OPS else round_to(value, stored)), stored

@@ -363,7 +363,7 @@ class GraphImporter:
             results = list(result) if isinstance(result, (list, tuple)) else [result]
             all_const = all(isinstance(i, Constant) for i in inputs if i is not None)
             known = {id(i) for i in inputs if i is not None}  # checked when their nodes were converted
-            settled = [self._settle(self._finish(r, all_const, known), node, ctx) for r in results]
+            settled = [self._settle(self._finish(r, all_const, known), node, k, ctx) for k, r in enumerate(results)]
         except NeedsConstantError as err:
             raise NeedsConstantError(f"{node.describe()}: {err}", err.input_names) from None
         except TesseraError as err:
@@ -453,12 +453,12 @@ class GraphImporter:
         return convert
 
     @staticmethod
-    def _settle(expr: Expr, node: Node, ctx: ImportContext) -> tuple[Expr, str | None]:
-        """A result as later nodes see it (float32 for 16-bit float types, see half.py) and its stored type."""
+    def _settle(expr: Expr, node: Node, output: int, ctx: ImportContext) -> tuple[Expr, str | None]:
+        """Result `output` as later nodes see it (float32 for 16-bit float types, see half.py) and its stored type."""
         if not isinstance(expr.checked_type, TensorType):
             return expr, None
         storage = [t for t in node.stored if t is not None]
-        value, stored = half.settle(expr, expr.checked_type.dtype, node.op_type, storage)
+        value, stored = half.settle(expr, expr.checked_type.dtype, node.op_type, output, storage)
         return (expr if value is expr else ctx.typed(value)), stored
 
     @staticmethod
