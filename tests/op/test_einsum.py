@@ -100,3 +100,19 @@ def test_einsum_errors_name_node_and_equation(equation: str, shapes: list, messa
     inputs = [randn(*s) for s in shapes]
     with pytest.raises(ConversionError, match=rf"node 'attn_scores' \(Einsum.*equation '{equation}'.*{message}"):
         from_onnx(einsum_model(equation, inputs))
+
+
+def test_einsum_attention_block_matches_onnxruntime() -> None:
+    from tessera.testing.models import ort_run
+
+    q, k, v = (randn(2, 3, 5, 4) for _ in range(3))
+    nodes = [helper.make_node("Einsum", ["q", "k"], ["scores"], equation="bhid,bhjd->bhij"),
+             helper.make_node("Softmax", ["scores"], ["weights"], axis=-1),
+             helper.make_node("Einsum", ["weights", "v"], ["y"], equation="bhij,bhjd->bhid")]
+    graph = helper.make_graph(nodes, "attention",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3, 5, 4]) for n in "qkv"],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 5, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (ours,) = TesseraBackend.prepare(model).run([q, k, v])
+    (expected,) = ort_run(model, {"q": q, "k": k, "v": v})
+    np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-6)
