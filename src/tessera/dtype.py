@@ -2,12 +2,17 @@
 
 A dtype is spelt as NumPy spells it ("float32", "int64", "bool"); this module
 is the one table that maps those names to C types, NumPy types and sizes.
+
+float16 and bfloat16 are storage types: tensors hold them (as uint16_t bit
+patterns in C), kernels compute in float32. Their NumPy types come from
+ml_dtypes for bfloat16 (importing it teaches NumPy the name "bfloat16").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from .errors import TesseraError, format_choices
@@ -19,6 +24,7 @@ class DTypeInfo:
     c_type: str
     bits: int
     kind: str  # "float", "int", "uint" or "bool"
+    storage_only: bool = False  # held in memory only: kernels convert to float32 to compute (float16, bfloat16)
 
     @property
     def nbytes(self) -> int:
@@ -30,6 +36,8 @@ _TABLE: dict[str, DTypeInfo] = {
     for info in (
         DTypeInfo("float32", "float", 32, "float"),
         DTypeInfo("float64", "double", 64, "float"),
+        DTypeInfo("float16", "uint16_t", 16, "float", storage_only=True),
+        DTypeInfo("bfloat16", "uint16_t", 16, "float", storage_only=True),
         DTypeInfo("int8", "int8_t", 8, "int"),
         DTypeInfo("int16", "int16_t", 16, "int"),
         DTypeInfo("int32", "int32_t", 32, "int"),
@@ -74,6 +82,11 @@ def is_bool(dtype: str) -> bool:
     return dtype == "bool"
 
 
+def is_storage_only(dtype: str) -> bool:
+    """float16 and bfloat16: a C kernel converts them to float32 before computing."""
+    return info(dtype).storage_only
+
+
 def c_type(dtype: str) -> str:
     return info(dtype).c_type
 
@@ -82,12 +95,15 @@ def nbytes(dtype: str) -> int:
     return info(dtype).nbytes
 
 
+_NUMPY_TYPES: dict[str, type] = {"bfloat16": ml_dtypes.bfloat16}
+
+
 def to_numpy(dtype: str) -> np.dtype:
-    return np.dtype(dtype)
+    return np.dtype(_NUMPY_TYPES.get(dtype, dtype))
 
 
 def from_numpy(dtype: np.dtype | type | str) -> str:
-    name = np.dtype(dtype).name
+    name = np.dtype(_NUMPY_TYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype).name
     info(name)  # raises for unsupported types
     return name
 

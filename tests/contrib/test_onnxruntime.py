@@ -13,37 +13,37 @@ from tessera.frontend import from_onnx
 from tessera.frontend.onnx.backend import claimed_op_types
 from tessera.testing.models import ort_run
 
-LACKING = ("Det", "Einsum")  # operators this model needs and tessera does not implement
+LACKING = ("Det", "GridSample")  # operators this model needs and tessera does not implement
 
 
 def _model() -> tuple[onnx.ModelProto, np.ndarray]:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((3, 3)).astype(np.float32)
-    m = rng.standard_normal((3, 4)).astype(np.float32)
+    m = rng.uniform(-1, 1, (2, 3, 4, 2)).astype(np.float32)  # a sampling grid
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["a"]),
-        helper.make_node("Einsum", ["a", "m"], ["e"], equation="bij,jk->bik"),
+        helper.make_node("GridSample", ["a", "m"], ["e"]),
         helper.make_node("Relu", ["e"], ["r"]),
         helper.make_node("Det", ["a"], ["d"]),
         helper.make_node("Mul", ["d", "s"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes, "fallback",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
-         helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1]),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 1, 3, 4])],
         [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(m, "m"),
          onnx.numpy_helper.from_array(np.array([2.0], np.float32), "s")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    return model, rng.standard_normal((2, 3, 3)).astype(np.float32)
+    return model, rng.standard_normal((2, 1, 3, 3)).astype(np.float32)
 
 
 def test_the_model_really_needs_operators_tessera_lacks():
     assert not set(LACKING) & claimed_op_types()
     model, _ = _model()
-    with pytest.raises(UnsupportedOperatorError, match="Einsum"):
+    with pytest.raises(UnsupportedOperatorError, match="GridSample"):
         from_onnx(model)
 
 
@@ -54,7 +54,7 @@ def test_fallback_model_matches_onnxruntime(tmp_path):
     expected = ort_run(model, {"x": x})
     for ours, ref in zip(lib(x), expected):
         np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5)
-    # the Einsum weight is owned by the external module: exported with it, not as a graph parameter
+    # the GridSample grid is owned by the external module: exported with it, not as a graph parameter
     owned = {name: v for consts in lib.external_constants.values() for name, v in consts.items()}
     weight = onnx.numpy_helper.to_array(model.graph.initializer[1])
     assert [np.array_equal(v, weight) for v in owned.values()].count(True) == 1

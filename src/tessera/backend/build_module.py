@@ -40,6 +40,7 @@ from .target_hooks import piece_runtime, run_relay_to_runtime, run_relay_to_tir,
 from .library import GraphExecutorLibrary, compile_graph_library
 from ..runtime.external import ExternalModule
 from ..runtime.module import CSourceModule
+from ..runtime.output_stage import DYNAMIC_TAIL_ATTR, DynamicTail
 from ..target.hooks import TIR_TO_RUNTIME
 
 if TYPE_CHECKING:  # the AOT flow loads on demand
@@ -294,10 +295,26 @@ def build(
             if not piece.kind.toolchain(piece).is_host:
                 raise TesseraError(f"piece {name!r} ({piece}) builds code for another machine; the graph "
                                    "executor runs every piece in this process. Use executor='aot'.")
+    tail = _dynamic_tail(mod)
+    if tail is not None and executor != "graph":
+        raise TesseraError(f"the model ends in operators of data-dependent output shape ({tail.stage.function}, "
+                           "run by an external module after the graph); only the graph executor runs them. "
+                           "Use executor='graph'.")
     lowered = lower_to_tir(mod, compile_target, params, ctx, say, mod_name, config)
     if executor == "aot":
         return build_aot(lowered, toolchain, mod_name, say)
-    return build_graph(lowered, say)
+    lib = build_graph(lowered, say)
+    if tail is not None:
+        lib.external_modules.append(tail.module)
+        lib.output_stage = tail.stage
+    return lib
+
+
+def _dynamic_tail(mod: IRModule | Function) -> DynamicTail | None:
+    """The tail of data-dependent shapes an importer left for an output stage (runtime/output_stage.py)."""
+    main = mod if isinstance(mod, Function) else mod["main"]
+    tail = main.attrs.extra.get(DYNAMIC_TAIL_ATTR) if isinstance(main, Function) else None
+    return tail if isinstance(tail, DynamicTail) else None
 
 
 def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:

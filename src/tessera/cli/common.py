@@ -120,7 +120,20 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target
         kernels = lib.module.function_names if lib.module is not None else []  # (a fresh build has its module)
         say(f"compiled {len(kernels)} kernels (python {lib.python_seconds:.1f}s, "
             f"C compiler {lib.compile_seconds:.1f}s)")
+        if lib.output_stage is not None:
+            say(f"operators of data-dependent shape run after the graph, in onnxruntime: {_tail_ops(lib)}")
     return lib
+
+
+def _tail_ops(lib: GraphExecutorLibrary) -> str:
+    """The op types of the output stage's ONNX model (frontend/onnx/dynamic_tail.py)."""
+    import onnx
+
+    stage = lib.output_stage
+    models = [getattr(m, "models", {}).get(stage.function) for m in lib.external_modules] if stage else []
+    model = onnx.ModelProto()
+    model.ParseFromString(next((m for m in models if m is not None), b""))
+    return ", ".join(n.op_type for n in model.graph.node) or "(none)"
 
 
 # The source model file (ONNX or TFLite) rides along in a Model Library Format export (for
@@ -131,6 +144,8 @@ MAX_EMBEDDED_MODEL = 16 << 20
 def print_outputs(outputs: Sequence[np.ndarray]) -> None:
     for i, out in enumerate(outputs):
         flat = out.reshape(-1)
+        if out.dtype.name == "bfloat16":  # (ml_dtypes scalars do not format)
+            flat = flat.astype(np.float32)
         head = ", ".join(f"{v:.6g}" for v in flat[:8]) + (", ..." if flat.size > 8 else "")
-        extra = f"  argmax={int(np.argmax(flat))}" if out.dtype.kind == "f" and flat.size > 1 else ""
+        extra = f"  argmax={int(np.argmax(flat))}" if flat.dtype.kind == "f" and flat.size > 1 else ""
         print(f"output {i}: shape {out.shape} {out.dtype} [{head}]{extra}")

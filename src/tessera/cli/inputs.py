@@ -112,7 +112,8 @@ def _npz_member(flag: str, file: str, data: np.lib.npyio.NpzFile, spec: InputSpe
 def _checked(flag: str, file: str, value: np.ndarray, spec: InputSpec) -> np.ndarray:
     if value.shape != spec.shape:
         raise TesseraError(f"{flag}: {file} holds shape {value.shape}, input {spec.name!r} takes {spec.shape}")
-    if value.dtype.kind not in "biuf" or not np.can_cast(value.dtype, spec.dtype, casting="same_kind"):
+    numeric = value.dtype.kind in "biuf" or value.dtype.name == "bfloat16"
+    if not numeric or not np.can_cast(value.dtype, spec.dtype, casting="same_kind"):
         raise TesseraError(f"{flag}: {file} holds {value.dtype}, input {spec.name!r} takes {spec.dtype}")
     return np.ascontiguousarray(value, dtype=spec.dtype)
 
@@ -120,7 +121,7 @@ def _checked(flag: str, file: str, value: np.ndarray, spec: InputSpec) -> np.nda
 def random_value(rng: np.random.Generator, spec: InputSpec) -> np.ndarray:
     """Seeded values for an input: floats N(0, 1), booleans and integers uniform (see SMALL_INT_BOUND)."""
     dtype = spec.dtype
-    if dtype.kind == "f":
+    if dtype.kind == "f" or dtype.name == "bfloat16":
         return rng.standard_normal(spec.shape).astype(dtype)
     if dtype.kind == "b":
         return rng.integers(0, 2, spec.shape).astype(bool)

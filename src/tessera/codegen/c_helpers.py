@@ -10,6 +10,8 @@ from .. import dtype as dt
 
 
 def helper_name(kind: str, dtype: str) -> str:
+    if kind == "narrow":  # one helper for every narrow float format
+        return "ts_narrow_float"
     return f"ts_{kind}_{dtype}"
 
 
@@ -287,10 +289,68 @@ static inline int32_t ts_ssat8_int32(int32_t a) {
 }"""
 
 
+# float16 and bfloat16 are stored as bit patterns (uint16_t) and computed in float32.
+# Narrowing rounds to nearest, ties to even, from double (exact for float and
+# int32 sources), so a double rounds once, as NumPy's astype does; overflow
+# gives infinity, NaN stays NaN (quiet, its top payload bits kept).
+NARROW_FLOAT = r"""#include <string.h>
+/* the bits of the value nearest v with `man` mantissa and `exp` exponent bits (float16: 10, 5; bfloat16: 7, 8) */
+static inline uint16_t ts_narrow_float(double v, int man, int exp) {
+  uint64_t b;
+  memcpy(&b, &v, sizeof b);
+  uint16_t sign = (uint16_t)((b >> 63) << (man + exp));
+  int e64 = (int)((b >> 52) & 0x7ff);
+  uint64_t frac = b & ((UINT64_C(1) << 52) - 1);
+  uint32_t inf = ((1u << exp) - 1) << man;
+  if (e64 == 0x7ff) return (uint16_t)(sign | inf | (frac ? (1u << (man - 1)) | (uint32_t)(frac >> (52 - man)) : 0));
+  if (e64 == 0) return sign;  /* zero or a double subnormal: far below the narrow format's smallest value */
+  int e = e64 - 1023 + (1 << (exp - 1)) - 1;  /* the narrow format's biased exponent */
+  if (e >= (1 << exp) - 1) return (uint16_t)(sign | inf);
+  int shift = 52 - man + (e > 0 ? 0 : 1 - e);  /* bits rounded away; more for a subnormal result */
+  if (shift >= 64) return sign;
+  uint64_t full = frac | (UINT64_C(1) << 52);
+  uint64_t kept = full >> shift, rest = full & ((UINT64_C(1) << shift) - 1), half = UINT64_C(1) << (shift - 1);
+  kept += rest > half || (rest == half && (kept & 1));
+  /* a normal result's kept bits hold the implicit one: adding carries a rounded-up mantissa into the exponent */
+  uint32_t bits = e > 0 ? ((uint32_t)(e - 1) << man) + (uint32_t)kept : (uint32_t)kept;
+  return (uint16_t)(sign | (bits >= inf ? inf : bits));
+}"""
+
+WIDEN = {
+    "float16": r"""static inline float ts_from_float16(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+  if (exp == 0) {  /* zero or subnormal: man * 2^-24, exact in float */
+    float f = (float)man * 5.9604644775390625e-8f;
+    return sign ? -f : f;
+  }
+  bits = sign | (exp == 0x1fu ? 0x7f800000u : (exp + 112u) << 23) | (man << 13);
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}""",
+    "bfloat16": r"""static inline float ts_from_bfloat16(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;  /* bfloat16 is the top half of a float */
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}""",
+}
+
+NARROW_BITS = {"float16": (10, 5), "bfloat16": (7, 8)}  # mantissa and exponent bits
+
+
 def helper_source(kind: str, dtype: str) -> str:
     simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8, "dot2x2": DOT2X2_S8, "dot4": DOT4_S8, "dot_slide2": DOT_SLIDE2_S8}
     if kind in simd:
         return simd[kind]
+    if kind == "narrow":
+        return NARROW_FLOAT
+    if kind == "from":
+        return "#include <string.h>\n" + WIDEN[dtype]
+    if kind == "to":
+        man, exp = NARROW_BITS[dtype]
+        return (f"static inline uint16_t {helper_name(kind, dtype)}(double v) "
+                f"{{ return ts_narrow_float(v, {man}, {exp}); }}")
     if kind == "ssat8":
         return SSAT8
     c = dt.c_type(dtype)

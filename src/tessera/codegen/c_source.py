@@ -13,6 +13,8 @@ import math
 import re
 from collections.abc import Callable, Container, Iterable, Sequence
 
+import numpy as np
+
 from .. import dtype as dt
 from ..crt.status import Status, is_status
 from ..errors import CompileError
@@ -57,6 +59,9 @@ _PLAIN_BINOPS = {
 
 
 def float_literal(value: float, dtype: str) -> str:
+    if dt.is_storage_only(dtype):  # float16 / bfloat16: the bit pattern
+        bits = int(np.asarray(value, dtype=dt.to_numpy(dtype)).view(np.uint16))
+        return f"UINT16_C(0x{bits:04X})"
     if math.isnan(value):
         return "NAN" if dtype == "float32" else "((double)NAN)"
     if math.isinf(value):
@@ -389,9 +394,25 @@ class _FunctionWriter:
 
     @_EXPRS.register(E.Cast)
     def _cast(self, e: E.Cast) -> str:
+        if dt.is_storage_only(e.dtype) or dt.is_storage_only(e.value.dtype):
+            return self._convert_storage(e)
         if e.dtype == "bool":
             return f"(({self.expr(e.value)}) != 0)"
         return f"(({dt.c_type(e.dtype)})({self.expr(e.value)}))"
+
+    def _convert_storage(self, e: E.Cast) -> str:
+        """A cast from or to float16/bfloat16 (uint16_t bits): through float, by the conversion helpers."""
+        value, src = self.expr(e.value), e.value.dtype
+        if dt.is_storage_only(src):
+            value, src = f"{self.gen.declare_helper('from', src)}({value})", "float32"
+        if dt.is_storage_only(e.dtype):
+            self.gen.declare_helper("narrow", e.dtype)  # (what the narrowing helper calls, declared first)
+            return f"{self.gen.declare_helper('to', e.dtype)}({value})"
+        if e.dtype == "float32":
+            return value
+        if e.dtype == "bool":
+            return f"(({value}) != 0)"
+        return f"(({dt.c_type(e.dtype)})({value}))"
 
     @_EXPRS.register(E.Select)
     def _select(self, e: E.Select) -> str:
@@ -421,6 +442,9 @@ class _FunctionWriter:
     def _binary(self, e: E.BinaryOp) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
         d = e.a.dtype
+        if dt.is_storage_only(d):  # uint16_t bits: C arithmetic on them would be silently wrong
+            raise CompileError(f"C codegen: {e.op.value} of {d} values; {d} only holds values, kernels compute "
+                               "in float32 (cast first)")
         is_float = dt.is_float(d)
         op = e.op
         if op in _PLAIN_BINOPS:

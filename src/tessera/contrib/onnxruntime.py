@@ -130,6 +130,11 @@ class OrtModule(ExternalModule):
 
         return run
 
+    def run_dynamic(self, name: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        session = self._session(name)
+        feeds = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
+        return [np.asarray(value) for value in session.run(None, feeds)]
+
     def save(self) -> bytes:
         return json.dumps({k: v.hex() for k, v in self.models.items()}).encode()
 

@@ -240,6 +240,8 @@ def _int_bounds(dtype: str) -> tuple[float, float]:
 
 def cast(x: E.PrimExpr, dtype: str) -> E.PrimExpr:
     """Convert `x` to `dtype`; float -> integer saturates and maps NaN to 0."""
+    if dt.is_storage_only(x.dtype) and dtype != "float32" and not dt.is_storage_only(dtype):
+        x = E.cast(x, "float32")  # float16/bfloat16 hold bits: every use goes through float32
     if x.dtype == "bool" and dtype != "bool":
         # a select, not a C cast: gcc -Wall sees through casts of a comparison and warns when
         # the result is compared with 0 or complemented (-Wbool-compare, -Wbool-operation)
@@ -257,9 +259,11 @@ def cast(x: E.PrimExpr, dtype: str) -> E.PrimExpr:
 
 def np_cast(x: np.ndarray, dtype: str) -> np.ndarray:
     x = np.asarray(x)
+    if dt.is_storage_only(x.dtype.name) and not dt.is_float(dtype):
+        x = x.astype(np.float32)  # as the kernel converts
     if not (x.dtype.kind == "f" and dt.is_int(dtype)):
         with np.errstate(all="ignore"):
-            return x.astype(dtype)
+            return x.astype(dt.to_numpy(dtype))
     lo, hi = _int_bounds(dtype)
     inside = (x > lo) & (x < hi)
     out = np.where(inside, x, 0).astype(dtype)

@@ -81,4 +81,6 @@ def _pack_external(lib: GraphExecutorLibrary) -> dict[str, np.ndarray]:
     for symbol, constants in lib.external_constants.items():
         for name, value in constants.items():
             packed[f"const/{symbol}/{name}"] = np.asarray(value)
+    if lib.output_stage is not None:
+        packed["stage"] = np.frombuffer(lib.output_stage.to_bytes(), dtype=np.uint8)
     return packed

@@ -41,6 +41,11 @@ class ExternalModule(ABC):
     def bind_constants(self, constants: Mapping[str, np.ndarray]) -> None:
         """Receive the constants UpdateConstants said this module owns."""
 
+    def run_dynamic(self, name: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run `name` and return its outputs, whose shapes may depend on the data (an output stage)."""
+        raise RuntimeExecutionError(f"{type(self).__name__} cannot run {name!r} as an output stage "
+                                    "(outputs of data-dependent shape)")
+
     @abstractmethod
     def save(self) -> bytes:
         """Serialise everything but the bound constants."""

@@ -100,6 +100,10 @@ class GraphModule:
         self._lock = threading.Lock()  # guards `_idle` and the creation of `_state`
         self._stateful: Workspace | None = None
         self._profile_calls: list[Call] | None = None
+        # a tail of data-dependent shapes run after the graph (runtime/output_stage.py)
+        self._stage = lib.output_stage
+        self._run_stage = lib.find_dynamic_function(self._stage.function) if self._stage is not None else None
+        self._staged: list[np.ndarray] | None = None  # the stateful run's final outputs
 
     @property
     def _state(self) -> Workspace:
@@ -123,7 +127,15 @@ class GraphModule:
 
     @property
     def num_outputs(self) -> int:
+        if self._stage is not None:
+            return len(self._stage.outputs)
         return len(self._layout.outputs)
+
+    def _finish(self, outputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The final outputs: the graph's, or the output stage's built from them."""
+        if self._stage is None or self._run_stage is None:
+            return outputs
+        return self._stage.apply(outputs, self._run_stage)
 
     def _input_entry(self, key: str | int) -> int:
         """The entry index of input `key` (its position or its name)."""
@@ -165,6 +177,8 @@ class GraphModule:
         for name, value in inputs.items():  # (by name and value: an input may be called "key" or "value")
             self.set_input(name, value)
         self._execute(self._state.calls)
+        if self._stage is not None:
+            self._staged = self._finish([self._state.array(e) for e in self._layout.outputs])
 
     def _execute(self, calls: list[Call]) -> None:
         self._set_threads()
@@ -174,8 +188,12 @@ class GraphModule:
                 raise kernel_failure(name, status)
 
     def get_output(self, index: int) -> np.ndarray:
-        if not 0 <= index < len(self._layout.outputs):
-            raise RuntimeExecutionError(f"output index {index} out of range (model has {len(self._layout.outputs)})")
+        if not 0 <= index < self.num_outputs:
+            raise RuntimeExecutionError(f"output index {index} out of range (model has {self.num_outputs})")
+        if self._stage is not None:
+            if self._staged is None:
+                raise RuntimeExecutionError("no outputs yet: call run() first")
+            return self._staged[index].copy()
         return self._state.array(self._layout.outputs[index]).copy()
 
     def get_input(self, key: str | int) -> np.ndarray:
@@ -203,7 +221,7 @@ class GraphModule:
             if entry in seen or layout.entries[entry].offset < 0:
                 outputs[k] = outputs[k].copy()
             seen.add(entry)
-        return outputs
+        return self._finish(outputs)
 
     def _call_inputs(self, args: tuple, kwargs: dict) -> dict[int, np.ndarray]:
         """Entry index -> array for a one-call run: the caller's array itself when the kernels can read it."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import RuntimeExecutionError
 from .external import ExternalFunction, ExternalModule
+from .output_stage import DynamicFunction, OutputStage
 from .shared_library import CFunction, SharedLibrary
 
 if TYPE_CHECKING:
@@ -36,7 +37,8 @@ class GraphExecutorLibrary:
                  shared_library: SharedLibrary, ir_mod: IRModule | None = None,
                  python_seconds: float = 0.0, compile_seconds: float = 0.0,
                  input_names: Sequence[str] = (), external_modules: Sequence[ExternalModule] = (),
-                 external_constants: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> None:
+                 external_constants: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+                 output_stage: OutputStage | None = None) -> None:
         self.graph_json = graph_json
         self.params = dict(params)
         self.module = module  # the C sources, to export; None for a library loaded from a file
@@ -47,6 +49,7 @@ class GraphExecutorLibrary:
         self.input_names = list(input_names)
         self.external_modules = list(external_modules)
         self.external_constants = {k: dict(v) for k, v in (external_constants or {}).items()}
+        self.output_stage = output_stage  # a tail of data-dependent shapes, run after the graph
         self.partitioned_mod: IRModule | None = None  # after partitioning and fusion, for reports
         self.graph_plan: Any = None  # the compiler's plan (steps, tensors, memory), for reports
         self._executor: GraphModule | None = None
@@ -60,6 +63,13 @@ class GraphExecutorLibrary:
             if name in module.function_names():
                 return module.get_function(name)
         raise RuntimeExecutionError(f"function {name!r} is neither a kernel of the library nor in an external module")
+
+    def find_dynamic_function(self, name: str) -> DynamicFunction:
+        """A function of an external module that returns outputs of data-dependent shapes."""
+        for module in self.external_modules:
+            if name in module.function_names():
+                return lambda inputs: module.run_dynamic(name, inputs)
+        raise RuntimeExecutionError(f"output stage {name!r} is in no external module of the library")
 
     @property
     def c_sources(self) -> dict[str, str]:

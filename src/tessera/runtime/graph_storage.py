@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import dtype as dt
 from ..crt.status import describe
 from ..errors import KernelFailure, RuntimeExecutionError
 from .external import ExternalFunction
@@ -105,7 +106,7 @@ class GraphLayout:
         for nid, node in enumerate(nodes):
             for k in range(row_ptr[nid], row_ptr[nid + 1]):
                 e = entries[k]
-                shape, dtype = tuple(e["shape"]), np.dtype(e["dtype"])
+                shape, dtype = tuple(e["shape"]), dt.to_numpy(e["dtype"])
                 if node["op"] == "kernel":
                     entry = Entry(shape, dtype, offset=offsets[k])
                 elif node["op"] == "param":
@@ -145,7 +146,7 @@ def _offsets(graph: GraphJson, nodes: list[NodeJson], entries: list[EntryJson], 
     sizes: dict[int, int] = {}
     for k in kernel_entries:
         e = entries[k]
-        nbytes = math.prod(e["shape"]) * np.dtype(e["dtype"]).itemsize
+        nbytes = math.prod(e["shape"]) * dt.to_numpy(e["dtype"]).itemsize
         sizes[e["storage_id"]] = max(sizes.get(e["storage_id"], 0), nbytes)
     start: dict[int, int] = {}
     at = 0

@@ -27,6 +27,7 @@ from .external import ExternalModule, load_external
 from .graph_json import GraphJson, check_params, parse_graph_json
 from .graph_library import GraphExecutorLibrary
 from .library_file import check_library_bytes
+from .output_stage import OutputStage
 from .params_blob import load_params
 from .payload import BLOBS, EXTERNAL_KEY, EXTERNAL_KEY_FORMS, payload_digest
 from .shared_library import SharedLibrary
@@ -42,11 +43,20 @@ def load_module(path: str | Path) -> GraphExecutorLibrary:
     graph = parse_graph_json(blobs["graph_json"], f"{path} (graph JSON)")
     params = load_params(blobs["params"], f"{path} (parameters)")
     check_params(graph, params, f"{path} (graph JSON)")
-    modules, constants = _unpack_external(load_params(blobs["external"], f"{path} (external modules)"), path)
+    packed = load_params(blobs["external"], f"{path} (external modules)")
+    stage_bytes = packed.pop("stage", None)
+    modules, constants = _unpack_external(packed, path)
     _check_functions(graph, so, modules, path)
+    stage = None
+    if stage_bytes is not None:
+        stage = OutputStage.from_bytes(stage_bytes.tobytes(), f"{path} (output stage)")
+        stage.check(len(graph["outputs"]), f"{path} (output stage)")
+        if not any(stage.function in m.function_names() for m in modules):
+            raise ArtifactError(f"{path}: the output stage runs {stage.function!r}, which no external module defines")
     names = [graph["nodes"][n]["name"] for n in graph["inputs"]]
     return GraphExecutorLibrary(blobs["graph_json"].decode(), params, None, so,
-                                input_names=names, external_modules=modules, external_constants=constants)
+                                input_names=names, external_modules=modules, external_constants=constants,
+                                output_stage=stage)
 
 
 def _unpack_external(packed: dict[str, np.ndarray], path: Path
@@ -59,7 +69,7 @@ def _unpack_external(packed: dict[str, np.ndarray], path: Path
         if match is None:
             raise ArtifactError(f"{path} (external modules): unexpected entry {key[:60]!r}, expected "
                                 f"{EXTERNAL_KEY_FORMS}")
-        index, type_key, symbol, name, provided = match.groups()
+        index, type_key, symbol, name, provided, _ = match.groups()  # (the stage was taken out before)
         if index is not None:
             saved.append((int(index), type_key, value.tobytes()))
         elif provided is not None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .. import dtype as dt
 from ..errors import ArtifactError
 
 MAGIC = b"TSPRM001"
@@ -25,7 +26,7 @@ ALIGN = 64
 MAX_NDIM = 32  # NumPy's lowest limit across versions
 # what tensors can hold; never `object`, whose "data" would be pointers
 STORABLE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                   "float16", "float32", "float64")
+                   "float16", "bfloat16", "float32", "float64")
 
 
 def _pad(n: int) -> int:
@@ -36,7 +37,7 @@ def checked_dtype(name: str, source: str) -> np.dtype:
     """The NumPy dtype a stored dtype name stands for (numbers and bool only)."""
     if name not in STORABLE_DTYPES:
         raise ArtifactError(f"{source}: got dtype {name[:40]!r}, expected one of {', '.join(STORABLE_DTYPES)}")
-    return np.dtype(name)
+    return dt.to_numpy(name)
 
 
 def save_params(params: Mapping[str, np.ndarray]) -> bytes:

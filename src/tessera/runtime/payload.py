@@ -9,6 +9,7 @@ modules. The last is a parameter blob too, keyed
     module/<index>/<type key>   one saved external module
     const/<symbol>/<name>       a constant an external module owns
     provider/<type key>         the Python module that registers the type's loader
+    stage                       the output stage, if any (runtime/output_stage.py)
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import re
 import struct
 
 BLOBS = ("graph_json", "params", "external")
-EXTERNAL_KEY = re.compile(r"module/(\d+)/(.+)|const/([^/]+)/(.+)|provider/(.+)", re.DOTALL)
-EXTERNAL_KEY_FORMS = "'module/<index>/<type>', 'const/<symbol>/<name>' or 'provider/<type>'"
+EXTERNAL_KEY = re.compile(r"module/(\d+)/(.+)|const/([^/]+)/(.+)|provider/(.+)|(stage)", re.DOTALL)
+EXTERNAL_KEY_FORMS = "'module/<index>/<type>', 'const/<symbol>/<name>', 'provider/<type>' or 'stage'"
 
 
 def payload_digest(blobs: dict[str, bytes]) -> str:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeGuard, Union
 
+import numpy as np
+
 from .. import dtype as dt
 
 if TYPE_CHECKING:
@@ -447,6 +449,8 @@ def cast(value: ExprLike, dtype: str) -> PrimExpr:
         v = value.value
         if dtype == "bool":
             return IntImm(int(bool(v)), "bool")
+        if dt.is_storage_only(dtype):  # float16 / bfloat16: the value rounded to the format
+            return FloatImm(float(np.asarray(v, dtype=dt.to_numpy(dtype))), dtype)
         if dt.is_float(dtype):
             return FloatImm(float(v), dtype)
         if isinstance(v, float) and not math.isfinite(v):

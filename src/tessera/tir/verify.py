@@ -168,6 +168,9 @@ class _Checker:
                 self.fail("a tensor-expression read (ProducerLoad) is left after lowering")
 
     def binary(self, e: E.BinaryOp) -> None:
+        if dt.is_supported(e.a.dtype) and dt.is_storage_only(e.a.dtype):
+            self.fail(f"{e.op.value} of {e.a.dtype} operands: {e.a.dtype} only holds values, cast to float32 to "
+                      "compute")
         if e.a.dtype != e.b.dtype:
             self.fail(f"operands of {e.op.value} disagree: {e.a.dtype} vs {e.b.dtype}")
         logical = e.op in E.LOGICAL
@@ -185,7 +188,9 @@ class _Checker:
         if len(e.args) != 1:
             self.fail(f"intrinsic {name} takes 1 argument, got {len(e.args)}")
         arg = e.args[0].dtype
-        if e.func in _CLASSIFY:
+        if dt.is_supported(arg) and dt.is_storage_only(arg):
+            self.fail(f"{name} of a {arg} value: {arg} only holds values, cast to float32 to compute")
+        elif e.func in _CLASSIFY:
             if e.dtype != "bool" or not _floating(arg):
                 self.fail(f"{name} of a {arg} value is typed {e.dtype}, expected a float argument and bool")
         elif e.func is E.Intrinsic.ABS:

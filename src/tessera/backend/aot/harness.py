@@ -45,6 +45,8 @@ HEX_PER_LINE = 64  # bytes of output per line
 
 
 def _literal(value: np.generic, dtype: str) -> str:
+    if dt.is_storage_only(dtype):  # float16 / bfloat16: the bits
+        return f"0x{int(np.asarray(value).view(np.uint16)):04X}"
     if dt.is_float(dtype):
         v = float(value)
         if math.isnan(v):

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ... import dtype as dt
 from ...errors import ConversionError, TesseraError
 from ...relay.expr import Constant, Expr, FuncAttrs, Function, Tuple, TupleGetItem, Var
 from ...relay.module import IRModule
@@ -29,12 +30,18 @@ from ...relay.ty import TensorType
 from ...relay.visitor import free_vars, substitute
 from ...transform.fold_constant import fold_expr
 from ...transform.infer_type import infer_expr, infer_function
+from ...runtime.output_stage import DYNAMIC_TAIL_ATTR, DynamicTail, OutputStage
+from .dynamic_tail import (DATA_DEPENDENT_SHAPE_OPS, TAIL_SYMBOL, build_tail_model, data_dependent_shape_error,
+                           find_tail, tail_boundary)
+from . import half
 from .registry import CONVERTERS, DEFAULT_DOMAIN, Converter
 from .validate import check_constant_operands, check_opsets, check_unique_names
 
 ONNX_DTYPES: dict[int, str] = {
     onnx.TensorProto.FLOAT: "float32",
     onnx.TensorProto.DOUBLE: "float64",
+    onnx.TensorProto.FLOAT16: "float16",
+    onnx.TensorProto.BFLOAT16: "bfloat16",
     onnx.TensorProto.INT8: "int8",
     onnx.TensorProto.INT16: "int16",
     onnx.TensorProto.INT32: "int32",
@@ -79,6 +86,11 @@ class Node:
     input_names: list[str]
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
+    # per input: its float16/bfloat16 type in the model when it is computed in float32 (half.py), else None
+    stored: list[str | None] = field(default_factory=list)
+
+    def stored_dtype(self, k: int) -> str | None:
+        return self.stored[k] if k < len(self.stored) else None
 
     def describe(self) -> str:
         return f"node {self.name!r} ({self.op_type}, opset {self.opset})"
@@ -148,7 +160,7 @@ class ImportContext:
                 f"{what} must be known at compile time, but depends on graph input(s) {unknown}", unknown
             )
         bound = substitute(expr, {id(v): Constant(self.params[v.name_hint]) for v in free})
-        folded = fold_expr(infer_expr(bound))
+        folded = fold_expr(infer_expr(bound), keep_narrow_weights=False)  # the value is what is asked for
         if not isinstance(folded, Constant):
             raise ConversionError(f"{what} must be a compile-time constant")
         return np.asarray(folded.data)
@@ -235,6 +247,7 @@ class GraphImporter:
         self.input_vars: list[Var] = []
         self.opaque_unsupported = opaque_unsupported
         self._inferred: dict[str, TensorType] | None = None
+        self.storage: dict[str, str] = {}  # value name -> its float16/bfloat16 type, computed in float32 (half.py)
 
     def run(self) -> tuple[IRModule, dict[str, np.ndarray]]:
         check_opsets(self.opsets)
@@ -243,19 +256,27 @@ class GraphImporter:
         self._read_initializers()
         self._read_inputs()
         ctx = ImportContext(self.params, {v.name_hint for v in self.input_vars})
+        self._widen_sources(ctx)
+        tail = find_tail(self.graph, self._inferred_types, CONVERTERS.supports) if self.opaque_unsupported else []
+        skipped = set(tail)
         for index, proto in enumerate(self.graph.node):
-            self._convert(proto, index, ctx)
+            if index not in skipped:  # the tail runs in onnxruntime after the graph (dynamic_tail.py)
+                self._convert(proto, index, ctx)
+        extra: dict[str, object] = {}
+        names = [o.name for o in self.graph.output]
+        if tail:
+            names, extra[DYNAMIC_TAIL_ATTR] = self._dynamic_tail(tail, ctx)
         outputs = []
-        for out in self.graph.output:
-            if out.name not in self.env:
-                raise ConversionError(f"graph output {out.name!r} is not produced by any node")
-            outputs.append(self.env[out.name])
+        for name in names:
+            if name not in self.env:
+                raise ConversionError(f"graph output {name!r} is not produced by any node")
+            outputs.append(self._as_stored(name))
         if not outputs:
             raise ConversionError("the graph has no outputs")
         body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
         used = {id(v) for v in free_vars(body)}
         params = [v for v in self.param_vars if id(v) in used]
-        attrs = FuncAttrs(extra={"output_names": tuple(o.name for o in self.graph.output)})
+        attrs = FuncAttrs(extra={"output_names": tuple(names), **extra})
         func = Function(tuple(self.input_vars + params), body, attrs=attrs)
         func = infer_function(func)
         param_values = {v.name_hint: self.params[v.name_hint] for v in params}
@@ -269,7 +290,7 @@ class GraphImporter:
                 raise ConversionError(f"initializer {init.name!r} cannot be read: {err}") from None
             onnx_dtype(init.data_type, f"initializer {init.name!r}")
             value = np.asarray(value, order="C")  # keeps 0-d scalars 0-d (ascontiguousarray makes them (1,))
-            if self.freeze_params or value.dtype.kind != "f":
+            if self.freeze_params or not dt.is_float(dt.from_numpy(value.dtype)):
                 # integer initializers are shapes, indices and axes: keep them constant
                 self.env[init.name] = Constant(value)
             else:
@@ -277,6 +298,19 @@ class GraphImporter:
                 self.params[var.name_hint] = value
                 self.param_vars.append(var)
                 self.env[init.name] = var
+
+    def _widen_sources(self, ctx: ImportContext) -> None:
+        """Inputs and initializers of 16-bit float types enter the graph as float32 (half.py)."""
+        for name, value in self.env.items():
+            stored = ctx.dtype_of(value)
+            if dt.is_storage_only(stored):
+                self.env[name] = ctx.typed(half.widen(value))
+                self.storage[name] = stored
+
+    def _as_stored(self, name: str) -> Expr:
+        """Value `name` in its type in the model (narrowed back to 16 bits where it was widened)."""
+        value = self.env[name]
+        return half.narrow(value, self.storage[name]) if name in self.storage else value
 
     def _read_inputs(self) -> None:
         fixed: list[str] = []  # listed as inputs, but their values are in the model
@@ -317,9 +351,11 @@ class GraphImporter:
             else:
                 inputs.append(self.env[inp])
         node = Node(name, proto.op_type, domain, opset, inputs, list(proto.input), list(proto.output),
-                    {a.name: _parse_attr(a) for a in proto.attribute})
+                    {a.name: _parse_attr(a) for a in proto.attribute}, [self.storage.get(i) for i in proto.input])
         if self.opaque_unsupported and not CONVERTERS.supports(proto.op_type, domain):
             fn = self._opaque_converter(proto)
+        elif proto.op_type in DATA_DEPENDENT_SHAPE_OPS and not CONVERTERS.supports(proto.op_type, domain):
+            raise data_dependent_shape_error(name, proto.op_type)
         else:
             fn = CONVERTERS.lookup(proto.op_type, opset, domain, name)
         try:
@@ -327,7 +363,7 @@ class GraphImporter:
             results = list(result) if isinstance(result, (list, tuple)) else [result]
             all_const = all(isinstance(i, Constant) for i in inputs if i is not None)
             known = {id(i) for i in inputs if i is not None}  # checked when their nodes were converted
-            results = [self._finish(r, all_const, known) for r in results]
+            settled = [self._settle(self._finish(r, all_const, known), node, k, ctx) for k, r in enumerate(results)]
         except NeedsConstantError as err:
             raise NeedsConstantError(f"{node.describe()}: {err}", err.input_names) from None
         except TesseraError as err:
@@ -340,21 +376,46 @@ class GraphImporter:
                 f"{node.describe()}: conversion failed ({type(err).__name__}: {err})"
             ) from err
         outputs = [o for o in proto.output]
-        if len(results) < len([o for o in outputs if o]):
-            raise ConversionError(f"{node.describe()}: converter produced {len(results)} outputs, "
+        if len(settled) < len([o for o in outputs if o]):
+            raise ConversionError(f"{node.describe()}: converter produced {len(settled)} outputs, "
                                   f"the node declares {len(outputs)}")
-        for out_name, value in zip(outputs, results):
+        for out_name, (value, stored) in zip(outputs, settled):  # (stored: its 16-bit type, see half.py)
             if out_name:
                 self.env[out_name] = value
+                if stored is not None:
+                    self.storage[out_name] = stored
+
+    def _dynamic_tail(self, tail: list[int], ctx: ImportContext) -> tuple[list[str], DynamicTail]:
+        """The compiled graph's outputs (static model outputs, then what the tail reads) and the tail."""
+        from ...contrib.onnxruntime import OrtModule
+
+        boundary = tail_boundary(self.graph, tail)
+        missing = [name for name in boundary if name not in self.env]
+        if missing:
+            raise ConversionError(f"the nodes of data-dependent shape read {missing}, which no earlier node, "
+                                  "input or initializer defines")
+        constants = {n: np.asarray(e.data) for n in boundary if isinstance(e := self.env[n], Constant)}
+        fed = {n: ctx.type_of(self._as_stored(n)) for n in boundary if n not in constants}
+        model = build_tail_model(self.model, tail, fed, constants)
+        static = [o.name for o in self.graph.output if o.name not in model.outputs]
+        names = static + [n for n in model.inputs if n not in static]  # a value both output and read, once
+        if not names:
+            raise ConversionError("every graph output depends on operators of data-dependent shape: nothing is "
+                                  "left for tessera to compile; run the model in onnxruntime itself")
+        finals = tuple(("stage", model.outputs.index(o.name)) if o.name in model.outputs
+                       else ("graph", static.index(o.name)) for o in self.graph.output)
+        stage = OutputStage(TAIL_SYMBOL, tuple(names.index(n) for n in model.inputs), finals)
+        return names, DynamicTail(OrtModule({TAIL_SYMBOL: model.model.SerializeToString()}), stage)
 
     def _inferred_types(self) -> dict[str, TensorType]:
         """Static types of every tensor, by ONNX shape inference (for opaque nodes)."""
         if self._inferred is None:
             model = onnx.ModelProto()
             model.CopyFrom(self.model)
+            input_vars = {v.name_hint: v for v in self.input_vars}
             for vi in model.graph.input:
-                value = self.env.get(vi.name)
-                ty = value.type_annotation if isinstance(value, Var) else None
+                value = input_vars.get(vi.name)
+                ty = value.type_annotation if value is not None else None
                 if isinstance(ty, TensorType):  # inputs are annotated tensors
                     dims = vi.type.tensor_type.shape.dim
                     del dims[:]
@@ -382,14 +443,23 @@ class GraphImporter:
                 raise node.error(f"unsupported by tessera, and ONNX shape inference gives no static type for {missing}")
             out_types = tuple(types[o] for o in proto.output if o)
             opsets = tuple(sorted(self.opsets.items()))
+            stored = [i if t is None else half.narrow(i, t) for i, t in zip(node.inputs, node.stored) if i is not None]
             # typed once here, so that all outputs read one call (not one copy per output)
-            call = ctx.typed(opaque(*[i for i in node.inputs if i is not None], node=proto.SerializeToString(),
-                                    opsets=opsets, output_types=out_types))
+            call = ctx.typed(opaque(*stored, node=proto.SerializeToString(), opsets=opsets, output_types=out_types))
             if len(out_types) == 1:
                 return [call]
             return [TupleGetItem(call, k) for k in range(len(out_types))]
 
         return convert
+
+    @staticmethod
+    def _settle(expr: Expr, node: Node, output: int, ctx: ImportContext) -> tuple[Expr, str | None]:
+        """Result `output` as later nodes see it (float32 for 16-bit float types, see half.py) and its stored type."""
+        if not isinstance(expr.checked_type, TensorType):
+            return expr, None
+        storage = [t for t in node.stored if t is not None]
+        value, stored = half.settle(expr, expr.checked_type.dtype, node.op_type, output, storage)
+        return (expr if value is expr else ctx.typed(value)), stored
 
     @staticmethod
     def _finish(expr: Expr, all_const: bool, known: set[int]) -> Expr:

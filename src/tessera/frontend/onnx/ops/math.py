@@ -148,7 +148,8 @@ def cast(node: Node, ctx: ImportContext) -> Expr:
 
 @converter("CastLike", since=15)
 def cast_like(node: Node, ctx: ImportContext) -> Expr:
-    x, dtype = node.input(0), ctx.dtype_of(node.input(1))
+    # a float16/bfloat16 `like` is computed in float32: its type in the model is the target
+    x, dtype = node.input(0), node.stored_dtype(1) or ctx.dtype_of(node.input(1))
     return x if ctx.dtype_of(x) == dtype else ew.cast(x, dtype=dtype)
 
 
