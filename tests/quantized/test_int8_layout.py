@@ -147,6 +147,19 @@ def test_a_transpose_from_an_nhwc_import_cancels():
     np.testing.assert_array_equal(tessera.build(IRModule.from_expr(nhwc))(data)[0], tessera.build(mod)(data)[0])
 
 
+@pytest.mark.parametrize("groups, stride, pads", [(4, 1, (1, 1, 1, 1)), (8, 2, (0, 1, 1, 0)), (1, 1, (2, 0, 1, 1))])
+def test_the_nhwc_conv_matches_the_nchw_reference_on_its_own(groups, stride, pads):
+    conv = _conv_call(Var("x", TensorType((1, 8, 9, 11), "int8")), groups, stride, pads)
+    attrs = conv.attrs_as(qnn.QConvAttrs)
+    x = _int8(1, 9, 11, 8)
+    v = Var("x", TensorType(x.shape, "int8"))
+    w, bias, mult = (a.data for a in conv.args[1:])
+    call = Call(qconv2d_nhwc, (v, Constant(nhwc_weight(w, attrs)), *conv.args[2:]), attrs)
+    got = tessera.build(IRModule.from_expr(Function((v,), call)))(x)[0]
+    expected = qnn.qconv2d.reference([x.transpose(TO_NCHW), w, bias, mult], attrs).transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_the_pool_op_matches_its_reference_on_its_own():
     attrs = qnn.QPoolAttrs(PoolAttrs((3, 3), (1, 1), (0, 0, 0, 0), (1, 1)), 5, 3, qnn.Requant(4, -2))
     x = _int8(1, 7, 6, 16)
