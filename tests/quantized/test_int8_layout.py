@@ -81,8 +81,7 @@ def test_weights_are_reordered_at_compile_time():
         assert isinstance(new.args[1], Constant)  # a constant in flash, no kernel reorders it
         attrs = old.attrs_as(qnn.QConvAttrs)
         np.testing.assert_array_equal(new.args[1].data, nhwc_weight(old.args[1].data, attrs))
-        np.testing.assert_array_equal(nchw_weight(new.args[1].data, attrs, new.args[0].checked_type.shape[3]),
-                                      old.args[1].data)
+        np.testing.assert_array_equal(nchw_weight(new.args[1].data, attrs), old.args[1].data)
     w = np.arange(2 * 3 * 2 * 2, dtype=np.int8).reshape(2, 12)  # (oc, c, ky, kx) flat
     attrs = qnn.QConvAttrs(ConvAttrs((1, 1), (0, 0, 0, 0), (1, 1)), (2, 2), 0, qnn.Requant(8, 0))
     assert nhwc_weight(w, attrs)[0].tolist() == [0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]  # (ky, kx, c)

@@ -273,28 +273,6 @@ DOT_SLIDE2_S8 = r"""static inline void ts_dot_slide2_int8(const int8_t* a, const
   *acc1 = s1;
 }"""
 
-# four separate multiply-accumulates of adjacent bytes (four channels of a depthwise tap): acc<k> += a[k] * b[k].
-# With the DSP extension one word of each operand, its even and odd bytes as halfword pairs (SXTB16), and one
-# SMLABB / SMLATT per lane. Cores with MVE take the plain loop (the NHWC depthwise kernel is for DSP cores).
-MLA4_S8 = r"""static inline void ts_mla4_int8(const int8_t* a, const int8_t* b, int32_t* acc0, int32_t* acc1,
-                                int32_t* acc2, int32_t* acc3) {
-#if defined(__ARM_FEATURE_DSP) && !(defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1))
-  uint32_t x, y;
-  memcpy(&x, a, 4);
-  memcpy(&y, b, 4);
-  uint32_t xe = __sxtb16(x), ye = __sxtb16(y), xo = ts_sxtb16_ror8(x), yo = ts_sxtb16_ror8(y);
-  *acc0 = __smlabb((int32_t)xe, (int32_t)ye, *acc0);  /* byte 0 */
-  *acc1 = __smlabb((int32_t)xo, (int32_t)yo, *acc1);  /* byte 1 */
-  *acc2 = __smlatt((int32_t)xe, (int32_t)ye, *acc2);  /* byte 2 */
-  *acc3 = __smlatt((int32_t)xo, (int32_t)yo, *acc3);  /* byte 3 */
-#else
-  *acc0 += (int32_t)a[0] * (int32_t)b[0];
-  *acc1 += (int32_t)a[1] * (int32_t)b[1];
-  *acc2 += (int32_t)a[2] * (int32_t)b[2];
-  *acc3 += (int32_t)a[3] * (int32_t)b[3];
-#endif
-}"""
-
 # int32 saturated to int8's range: one SSAT instruction on cores with the
 # saturation extension (Cortex-M3 and up), two compares elsewhere.
 SSAT8 = r"""#if defined(__ARM_FEATURE_SAT)
@@ -310,8 +288,7 @@ static inline int32_t ts_ssat8_int32(int32_t a) {
 
 
 def helper_source(kind: str, dtype: str) -> str:
-    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8, "dot2x2": DOT2X2_S8, "dot4": DOT4_S8, "dot_slide2": DOT_SLIDE2_S8,
-            "mla4": MLA4_S8}
+    simd = {"int8_simd": INT8_SIMD, "dot": DOT_S8, "dot2": DOT2_S8, "dot2x2": DOT2X2_S8, "dot4": DOT4_S8, "dot_slide2": DOT_SLIDE2_S8}
     if kind in simd:
         return simd[kind]
     if kind == "ssat8":

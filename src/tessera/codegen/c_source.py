@@ -24,7 +24,6 @@ from ..tir.int8_dot import use_int8_dot
 from ..tir.int8_dot_pairs import pair_int8_dots
 from ..tir.int8_dot_quads import quad_int8_dots
 from ..tir.int8_dot_rows import row_int8_dots
-from ..tir.int8_dot_lanes import lane_int8_dots
 from ..tir.int8_dot_slides import slide_int8_dots
 from ..tir.layout import flat_index
 from ..util.dispatch import TypeDispatch
@@ -85,10 +84,9 @@ def int_literal(value: int, dtype: str) -> str:
 
 
 # in order: int8 dot loops as calls (DOT_INT8), two channels sharing a run (DOT2), then two positions of
-# those pairs (DOT2X2), four rows where no second position is left (DOT4), depthwise column pairs (SLIDE2),
-# four channels of a channels-innermost depthwise tap (MLA4)
+# those pairs (DOT2X2), four rows where no second position is left (DOT4), depthwise column pairs (SLIDE2)
 INT8_DOT_PASSES: tuple[Callable[[S.PrimFunc], S.PrimFunc], ...] = (
-    use_int8_dot, pair_int8_dots, quad_int8_dots, row_int8_dots, slide_int8_dots, lane_int8_dots)
+    use_int8_dot, pair_int8_dots, quad_int8_dots, row_int8_dots, slide_int8_dots)
 
 
 class CodeGenC:
@@ -464,8 +462,6 @@ class _FunctionWriter:
             return self._dot4_int8(e)
         if e.func is E.Intrinsic.DOT_SLIDE2_INT8:
             return self._dot_slide2_int8(e)
-        if e.func is E.Intrinsic.MLA4_INT8:
-            return self._mla4_int8(e)
         args = [self.expr(a) for a in e.args]
         if isinstance(e.func, str):
             return self.gen.emit_extern_call(e.func, args, e)
@@ -518,13 +514,6 @@ class _FunctionWriter:
         a, b, n, *accs = e.args
         operands = [self._element_address(a), self._element_address(b), self.expr(n)]
         return f"{helper}({', '.join(operands)}, {self._scalar_addresses(accs)})"
-
-    def _mla4_int8(self, e: E.Call) -> str:
-        """`ts_mla4_int8(&a[i], &b[j], &acc0, .., &acc3)`: four adjacent channels, each its own sum."""
-        self.gen.declare_helper("int8_simd", "int8")
-        helper = self.gen.declare_helper("mla4", "int8")
-        a, b, *accs = e.args
-        return f"{helper}({self._element_address(a)}, {self._element_address(b)}, {self._scalar_addresses(accs)})"
 
     def _scalar_addresses(self, accs: Sequence[E.PrimExpr]) -> str:
         """`&acc0, &acc1, ...`: the in-place accumulators of the dot helpers, which must be local scalars."""

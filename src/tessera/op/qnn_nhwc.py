@@ -36,25 +36,15 @@ TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 
 
-def is_depthwise(attrs: QConvAttrs, in_channels: int, out_channels: int) -> bool:
-    """One input channel and one output channel per group."""
-    return attrs.conv.groups > 1 and attrs.conv.groups == in_channels == out_channels
-
-
 def nhwc_weight(w: np.ndarray, attrs: QConvAttrs) -> np.ndarray:
-    """The flat NCHW weight (OC, C * KH * KW) reordered to (OC, KH * KW * C): the NHWC window order;
-    a depthwise weight (C, KH * KW) to (KH * KW, C), so each tap's channels are one run."""
+    """The flat NCHW weight (OC, C * KH * KW) reordered to (OC, KH * KW * C): the NHWC window order."""
     oc, k = w.shape
-    if is_depthwise(attrs, attrs.conv.groups * k // (attrs.kernel[0] * attrs.kernel[1]), oc):
-        return np.ascontiguousarray(w.T)
     kh, kw = attrs.kernel
     return np.ascontiguousarray(w.reshape(oc, k // (kh * kw), kh, kw).transpose(0, 2, 3, 1).reshape(oc, k))
 
 
-def nchw_weight(w: np.ndarray, attrs: QConvAttrs, in_channels: int) -> np.ndarray:
-    """The inverse of `nhwc_weight`, for a convolution of `in_channels`."""
-    if is_depthwise(attrs, in_channels, w.shape[1]):
-        return np.ascontiguousarray(w.T)
+def nchw_weight(w: np.ndarray, attrs: QConvAttrs) -> np.ndarray:
+    """The inverse of `nhwc_weight`."""
     oc, k = w.shape
     kh, kw = attrs.kernel
     return np.ascontiguousarray(w.reshape(oc, kh, kw, k // (kh * kw)).transpose(0, 3, 1, 2).reshape(oc, k))
@@ -77,15 +67,12 @@ def _checked_4d(x: TensorType, what: str) -> None:
 def _qconv_type(types: tuple[Type, ...], attrs: QConvAttrs) -> Type:
     x = as_tensor(types[0])
     _checked_4d(x, "qnn.conv2d_nhwc")
-    w = as_tensor(types[1])
-    if w.ndim == 2 and is_depthwise(attrs, x.shape[3], w.shape[1]):
-        w = TensorType((w.shape[1], w.shape[0]), w.dtype)  # (KH * KW, C) holds the same as (C, KH * KW)
-    return _nhwc(qconv2d.type_rel((_nchw(x), w, *types[2:]), attrs))
+    return _nhwc(qconv2d.type_rel((_nchw(x), *types[1:]), attrs))
 
 
 def _qconv_ref(args: list[np.ndarray], attrs: QConvAttrs) -> np.ndarray:
     x, w, bias, mult = args
-    y = qconv2d.reference([x.transpose(TO_NCHW), nchw_weight(w, attrs, x.shape[3]), bias, mult], attrs)
+    y = qconv2d.reference([x.transpose(TO_NCHW), nchw_weight(w, attrs), bias, mult], attrs)
     return np.ascontiguousarray(np.asarray(y).transpose(TO_NHWC))
 
 
@@ -120,53 +107,13 @@ def _im2col(data: te.Tensor, attrs: QConvAttrs, out: TensorType) -> te.Tensor:
                       axis_names=["n", "y", "x", "ky", "kx", "c"], materialize=True)
 
 
-def _rows(data: te.Tensor, attrs: QConvAttrs, out: TensorType) -> te.Tensor:
-    """rows[n, y, ky, xx, c]: the KH input rows output row y reads, padded to W + left + right columns
-    (the input zero point in the padding). The planner slices it one output row at a time, so a
-    depthwise kernel reads its taps at constant offsets with no bounds tests and no padded input copy."""
-    a = attrs.conv
-    kh, (sh, dh) = attrs.kernel[0], (a.strides[0], a.dilation[0])
-    _, h, w, c = data.shape
-    top, left, right = a.padding[0], a.padding[1], a.padding[3]
-    zero = E.const(attrs.input_zero_point, "int8")
-
-    def element(n: E.Var, y: E.Var, ky: E.Var, xx: E.Var, ch: E.Var) -> E.PrimExpr:
-        iy = E.sub(E.add(_scaled(y, sh), _scaled(ky, dh)), top)
-        ix = E.sub(xx, left)
-        inside = E.logical_and(E.logical_and(E.ge(iy, 0), E.lt(iy, h)), E.logical_and(E.ge(ix, 0), E.lt(ix, w)))
-        # clamped so the read stays in bounds even where the select discards it
-        clamp = [E.minimum(E.maximum(v, 0), size - 1) for v, size in ((iy, h), (ix, w))]
-        return E.select(inside, data[n, clamp[0], clamp[1], ch], zero)
-
-    return te.compute((out.shape[0], out.shape[1], kh, w + left + right, c), element, name="rows",
-                      axis_names=["n", "y", "ky", "xx", "c"], materialize=True)
-
-
-def _depthwise(data: te.Tensor, weight: te.Tensor, attrs: QConvAttrs, out: TensorType) -> te.Tensor:
-    """acc[n, y, x, c]: the taps of channel c, its weights tap-major (KH * KW, C), the channel loop
-    outside the (unrolled) taps, so `tir.int8_dot_lanes` can take four channels per SIMD word."""
-    a = attrs.conv
-    (kh, kw), (sw, dw) = attrs.kernel, (a.strides[1], a.dilation[1])
-    rows = _rows(data, attrs, out)
-    ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
-
-    def window(b: E.Var, y: E.Var, x: E.Var, c: E.Var) -> E.PrimExpr:
-        pixel = rows[b, y, ry.var, E.add(_scaled(x, sw), _scaled(rx.var, dw)), c]
-        return te.sum(dot_s8(pixel, weight[E.add(_scaled(ry.var, kw), rx.var), c]), [ry, rx])
-
-    return te.compute(out.shape, window, name="qconv2d", axis_names=["n", "o0", "o1", "c"],
-                      loop_order=["n", "o0", "o1", "c", "ry", "rx"], unroll=("ry", "rx"))
-
-
 def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     """One fused kernel per convolution, as `qnn.conv2d`, over channels-innermost tensors."""
     data, weight, bias, mult = inputs
     a = attrs.conv
     (kh, kw), (sh, sw) = attrs.kernel, a.strides
     direct = (kh, kw) == (1, 1) and not any(a.padding)
-    if is_depthwise(attrs, data.shape[3], out.shape[3]):
-        acc = _depthwise(data, weight, attrs, out)
-    elif a.groups == 1:
+    if a.groups == 1:
         rk = te.reduce_axis(weight.shape[1], "rk")
         if direct:
             def window(b: E.Var, y: E.Var, x: E.Var, c: E.Var) -> E.PrimExpr:
@@ -178,6 +125,7 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, 
             def window(b: E.Var, y: E.Var, x: E.Var, c: E.Var) -> E.PrimExpr:
                 return te.sum(dot_s8(col[b, y, x, 0, 0, rk.var], weight[c, rk.var]), rk)
         order: list[str] | None = ["n", "o0", "o1", "c", "rk"]
+        unroll: tuple[str, ...] = ()
     else:
         icpg = data.shape[3] // a.groups
         ocpg = out.shape[3] // a.groups
@@ -189,8 +137,9 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, 
             tap = E.add(E.mul(E.add(E.mul(ry.var, kw), rx.var), icpg), rc.var)
             return te.sum(dot_s8(col[b, y, x, ry.var, rx.var, channel], weight[c, tap]), [ry, rx, rc])
         order = None
-    if not is_depthwise(attrs, data.shape[3], out.shape[3]):
-        acc = te.compute(out.shape, window, name="qconv2d", axis_names=["n", "o0", "o1", "c"], loop_order=order)
+        unroll = ("ry", "rx") if icpg == 1 else ()
+    acc = te.compute(out.shape, window, name="qconv2d", axis_names=["n", "o0", "o1", "c"], loop_order=order,
+                     unroll=unroll)
     r = attrs.requant
 
     def element(b: E.Var, y: E.Var, x: E.Var, c: E.Var) -> E.PrimExpr:

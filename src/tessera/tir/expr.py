@@ -226,10 +226,6 @@ class Intrinsic(enum.Enum):
     # of a depthwise row) to two int32 scalars in place; args (BufferPtr a, BufferPtr b, n, acc0, acc1),
     # the accumulators loads of local scalars (made by tir/int8_dot_slides.py)
     DOT_SLIDE2_INT8 = "dot_slide2_int8"
-    # a statement (void): adds a[k] * b[k] to the int32 scalar acc<k> for k < 4 (four channels of a
-    # channels-innermost depthwise tap); args (BufferPtr a, BufferPtr b, acc0, acc1, acc2, acc3), the
-    # accumulators loads of local scalars (made by tir/int8_dot_lanes.py)
-    MLA4_INT8 = "mla4_int8"
 
 
 @dataclass(frozen=True, slots=True)
