@@ -175,9 +175,9 @@ def _pays(call: Call) -> bool:
 def int8_layout(func: Function, mod: IRModule | None = None) -> Function:
     """`func` with its int8 region channels innermost (itself when it has none, or when one of its
     kernels is slower in NHWC: converting around it would cost two transposes per layer)."""
-    func = infer_function(func, mod)
+    original, func = func, infer_function(func, mod)
     if not all(_pays(c) for c in iter_calls(func.body) if c.op in _REWRITES):
-        return func
+        return original
     region = _Region(mod, {}, [])
     changed = False
 
@@ -202,7 +202,7 @@ def int8_layout(func: Function, mod: IRModule | None = None) -> Function:
 
     body = rewrite(func.body, visit)
     if not changed:
-        return func
+        return original
     # the NCHW copies no reader outside the region takes are unreachable now, so they are gone
     return infer_function(Function(func.params, body, func.ret_type, func.attrs), mod)
 
