@@ -9,8 +9,9 @@ are then one contiguous run, which is what an int8 dot product reads.
 * A k x k convolution's im2col copies one contiguous channel run per tap, and
   writes the input zero point where a tap falls into the padding: no padded
   copy of the input, and no index divided per byte.
-* A depthwise convolution reads its taps from a per-row im2col of the same
-  kind, so the planner slices it one output row at a time.
+* A grouped or depthwise convolution sums its taps from the same im2col, a
+  scalar loop: correct, but slower on a Cortex-M4 than the NCHW depthwise
+  kernel, so `transform.int8_layout` leaves graphs with them NCHW.
 
 Attributes are those of the NCHW ops (`QConvAttrs`, `QPoolAttrs`); the
 convolution's flat weight is (OC, KH * KW * C / groups) in the order
