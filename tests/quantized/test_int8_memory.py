@@ -52,7 +52,7 @@ def test_planned_pool_is_within_a_quarter_of_the_int8_bound(name):
 
 
 def test_im2col_and_padding_scratch_is_one_row_or_plane():
-    """ResNet-8's 3x3 convolutions build im2col one output row at a time (32 positions x 16 channels x 9 taps,
+    """ResNet-8's 3x3 convolutions build im2col one output row at a time (32 positions x 9 taps x 16 channels,
     not the whole 32x32 image), and a depthwise convolution pads one channel plane at a time."""
     import tessera
     from tessera.backend.lift_workspace import workspace_params
@@ -69,8 +69,9 @@ def test_im2col_and_padding_scratch_is_one_row_or_plane():
         return found
 
     ic = scratch("ic_resnet8")
-    assert (1, 1, 32, 16, 3, 3) in ic["im2col_buf"]  # one row of the 32x32 convolutions
-    assert all(shape[1] == 1 for shape in ic["im2col_buf"] if shape[4:] == (3, 3))
+    # channels innermost on Cortex-M (Int8Layout): each window is (ky, kx, c)
+    assert (1, 1, 32, 3, 3, 16) in ic["im2col_buf"]  # one row of the 32x32 convolutions
+    assert all(shape[1] == 1 for shape in ic["im2col_buf"] if shape[3:5] == (3, 3))
     kws = scratch("kws_ds_cnn")
     assert (1, 1, 27, 7) in kws["pad_buf"]  # one padded 25x5 plane of the depthwise convolutions
     assert (1, 64, 27, 7) not in kws["pad_buf"]

@@ -23,6 +23,7 @@ from ..transform.dead_code import DeadCodeElimination
 from ..transform.fold_constant import FoldConstant
 from ..transform.fuse_ops import FuseOps
 from ..transform.infer_type import InferType
+from ..transform.int8_layout import Int8Layout
 from ..transform.pass_infra import Pass, PassContext, Sequential
 from ..transform.quantize_to_integer import QuantizeToInteger
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
@@ -182,6 +183,7 @@ def fuse(mod: IRModule | Function, target: Target, params: Optional[Mapping[str,
         mod = mod.with_function("main", bind_params(mod.main, params))
     say("optimising graph")
     mod = optimize(mod, ctx)
+    mod = Int8Layout(target)(mod, ctx)  # the int8 region channels innermost, where the target wants it
     mod = partition(mod, target, ctx, say, prefix, config)
     return FuseOps()(mod, ctx)
 
@@ -218,7 +220,7 @@ def pipeline_pass_names(target: TargetLike | CompilationConfig | None) -> tuple[
     (a Sequential such as `optimize` under its own name, then its passes). Passes an opt level
     turns off are listed too."""
     compile_target, config = resolve_target(target)
-    stages: list[Pass] = [optimize_pipeline(), ExpandFunctionPins()]
+    stages: list[Pass] = [optimize_pipeline(), Int8Layout(compile_target), ExpandFunctionPins()]
     stages += [partition_pipeline(accel) for accel in compile_target.accelerators]
     stages += [InlineComposites(), PlanDevices(config) if config is not None else RemovePins(), FuseOps()]
     hooks = [t.kind.relay_to_tir for t in [*compile_target.accelerators, compile_target.host]]
