@@ -568,13 +568,15 @@ def _qpool_compute(inputs: list[te.Tensor], attrs: QPoolAttrs, out: TensorType, 
 
     total = te.compute(out.shape, window, name="qpool_sum", axis_names=["n", "c", "o0", "o1"])
 
-    def element(*i: E.Var) -> E.PrimExpr:
-        if attrs.requant.rounding is Rounding.TFLITE:
-            return clamp_int8(divide_half_away_expr(total[i], math.prod(p.kernel)), attrs.requant)
-        product = E.mul(E.cast(total[i], "int64"), E.const(attrs.multiplier, "int64"))
-        return requantize_expr(product, attrs.requant, half_even=True)
+    return te.compute(out.shape, lambda *i: pool_requantize(total[i], attrs), name="qpool")
 
-    return te.compute(out.shape, element, name="qpool")
+
+def pool_requantize(total: E.PrimExpr, attrs: QPoolAttrs) -> E.PrimExpr:
+    """A window's int32 sum (zero point removed) as the int8 average, in `attrs.requant.rounding`."""
+    if attrs.requant.rounding is Rounding.TFLITE:
+        return clamp_int8(divide_half_away_expr(total, math.prod(attrs.pool.kernel)), attrs.requant)
+    product = E.mul(E.cast(total, "int64"), E.const(attrs.multiplier, "int64"))
+    return requantize_expr(product, attrs.requant, half_even=True)
 
 
 qavg_pool2d = register_op(

@@ -29,7 +29,7 @@ from ..errors import TypeInferenceError
 from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor
-from .qnn import (QConvAttrs, QPoolAttrs, dot_s8, qavg_pool2d, qconv2d, requantize_expr, widening_product)
+from .qnn import QConvAttrs, QPoolAttrs, channel_requantize, dot_s8, pool_requantize, qavg_pool2d, qconv2d
 from .registry import OpPattern, register_op
 from .schedule_context import ScheduleContext
 
@@ -144,8 +144,7 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, 
     r = attrs.requant
 
     def element(b: E.Var, y: E.Var, x: E.Var, c: E.Var) -> E.PrimExpr:
-        m = mult[E.IntImm(0) if mult.shape[0] == 1 else c]
-        return requantize_expr(widening_product(E.add(acc[b, y, x, c], bias[c]), m), r)
+        return channel_requantize(E.add(acc[b, y, x, c], bias[c]), mult, c, r)
 
     return te.compute(out.shape, element, name="requantize", axis_names=["n", "o0", "o1", "c"])
 
@@ -180,11 +179,7 @@ def _qpool_compute(inputs: list[te.Tensor], attrs: QPoolAttrs, out: TensorType, 
 
     total = te.compute(out.shape, window, name="qpool_sum", axis_names=["n", "o0", "o1", "c"])
 
-    def element(*i: E.Var) -> E.PrimExpr:
-        product = E.mul(E.cast(total[i], "int64"), E.const(attrs.multiplier, "int64"))
-        return requantize_expr(product, attrs.requant, half_even=True)
-
-    return te.compute(out.shape, element, name="qpool")
+    return te.compute(out.shape, lambda *i: pool_requantize(total[i], attrs), name="qpool")
 
 
 qavg_pool2d_nhwc = register_op(
