@@ -25,6 +25,7 @@ from ..transform.fuse_ops import FuseOps
 from ..transform.infer_type import InferType
 from ..transform.pass_infra import PassContext, Sequential
 from ..transform.quantize_to_integer import QuantizeToInteger
+from ..transform.recognise_activations import RecogniseActivations
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
 from ..op.annotation import HOST
 from ..op.tuning_log import Config, Workload
@@ -68,7 +69,7 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
 def optimize(mod: IRModule, ctx: PassContext) -> IRModule:
     seq = Sequential(
         [InferType(), DeadCodeElimination(), QuantizeToInteger(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
-         FoldConstant()],
+         FoldConstant(), RecogniseActivations()],
         name="optimize",
     )
     return seq(mod, ctx)

@@ -7,9 +7,11 @@ from .infer_type import InferType
 from .pass_infra import (
     FunctionPass, Pass, PassContext, PassInstrument, PassTimingInstrument, PrintIRInstrument, Sequential,
 )
+from .recognise_activations import RecogniseActivations
 from .simplify_inference import DenseToMatmul, SimplifyInference
 
 __all__ = [
     "DeadCodeElimination", "DenseToMatmul", "FoldConstant", "FunctionPass", "FuseOps", "InferType", "Pass", "PassContext",
-    "PassInstrument", "PassTimingInstrument", "PrintIRInstrument", "Sequential", "SimplifyInference",
+    "PassInstrument", "PassTimingInstrument", "PrintIRInstrument", "RecogniseActivations", "Sequential",
+    "SimplifyInference",
 ]
