@@ -4,14 +4,21 @@ including NaN, signed zeros and infinities in the producer's output."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tessera
 from tessera.frontend.onnx import from_onnx
 from tessera.op import elemwise_rules as R
-from tessera.testing.models import ort_run
+from tessera.target import Target
+from tessera.target.builtin import c_toolchain
+from tessera.testing import tail_blocks
+from tessera.testing.models import data_input, ort_run, seeded_input
 from tessera.tir import expr as E
 from tessera.tir.buffer import Buffer
 from tessera.tir.clamp_select import single_compare_clamps
@@ -94,3 +101,50 @@ def test_conv_clamp_epilogues_match_onnxruntime(name: str) -> None:
         np.testing.assert_array_equal(np.signbit(got), np.signbit(ref))
     else:  # alpha * x + beta may contract to one FMA
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7, equal_nan=True)
+
+
+# ------------------------------------------------------- the benchmark's tail blocks
+SMALL_BLOCKS = {
+    "mobilenet_v2_block": lambda: tail_blocks.mobilenet_v2_block(channels=8, expand=3, size=10),
+    "mobilenet_v3_block": lambda: tail_blocks.mobilenet_v3_block(channels=8, expand=3, size=10),
+    "efficientnet_block": lambda: tail_blocks.efficientnet_block(channels=8, expand=3, size=10),
+    "gpt2_mlp": lambda: tail_blocks.gpt2_mlp(tokens=6, width=16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(tail_blocks.BLOCKS))
+def test_tail_blocks_fuse_every_tail_and_match_onnxruntime(name: str) -> None:
+    model = SMALL_BLOCKS[name]()
+    onnx.checker.check_model(model, full_check=True)
+    input_name, shape = data_input(model)
+    x = seeded_input(shape, seed=2)
+    mod, params = from_onnx(model)
+    lib = tessera.build(mod, params=params)
+    producers = sum(n.op_type in ("Conv", "MatMul") for n in model.graph.node)
+    kernels = [k for k in lib.module.function_names if k.startswith("tsgen_default_fused")]
+    assert len(kernels) == producers, kernels  # one kernel per producer: every tail runs in its epilogue
+    np.testing.assert_allclose(lib(x)[0], ort_run(model, {input_name: x})[0], rtol=1e-4, atol=1e-5)
+
+
+LEAKY_TAIL = ([helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.1)], [])
+
+
+@pytest.mark.parametrize("target", ["c -mcpu=x86-64-v3", "c -mcpu=x86-64-v4"])
+def test_every_epilogue_loop_vectorises(target: str, tmp_path) -> None:
+    """Compiled with the target's own flags (AVX2, AVX-512), each loop storing a kernel's output
+    becomes vector code: clamps, LeakyRelu's x * alpha arm, HardSwish, SiLU, GELU."""
+    models = {name: build() for name, build in tail_blocks.BLOCKS.items()}  # full size: the benchmark's schedules
+    models["leaky_relu"] = _conv_tail_model(*LEAKY_TAIL)
+    toolchain = c_toolchain(Target(target))
+    for name, model in models.items():
+        mod, params = from_onnx(model)
+        source = tessera.build(mod, target=target, params=params).c_sources["kernels_0.c"]
+        path = tmp_path / f"{name}.c"
+        path.write_text(source)
+        flags = [f for f in toolchain.object_flags() if f not in ("-Werror", "-fPIC")]
+        report = subprocess.run([toolchain.cc, *flags, "-c", str(path), "-o", str(tmp_path / f"{name}.o"),
+                                 "-fopt-info-vec-optimized"], capture_output=True, text=True, check=True).stderr
+        vectorised = {int(n) for n in re.findall(rf"{name}\.c:(\d+):\d+: optimized: loop vectorized", report)}
+        stores = [k + 1 for k, line in enumerate(source.splitlines()) if re.match(r"\s*out\[", line)]
+        # the store's own loop, or (short rows) one of the two around it
+        assert stores and all(vectorised & {k - 1, k - 2, k - 3} for k in stores), (name, stores, sorted(vectorised))
