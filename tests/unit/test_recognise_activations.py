@@ -33,7 +33,8 @@ def _model(nodes: list[helper.NodeProto], constants: dict[str, float], with_conv
     inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in constants.items()]
     if with_conv:
         weight = (rng.standard_normal((SHAPE[1], SHAPE[1], 1, 1)) * 0.5).astype(np.float32)
-        inits += [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.full(SHAPE[1], 0.1, np.float32), "b")]
+        bias = np.full(SHAPE[1], 0.1, np.float32)
+        inits += [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")]
         nodes = [_node("Conv", ["x", "w", "b"], "h"), *nodes]
     else:
         nodes = [_node("Identity", ["x"], "h"), *nodes]
@@ -59,7 +60,8 @@ CASES = {
                              _node("Add", ["one", "e"], "a"), _node("Mul", ["half", "h"], "hh"),
                              _node("Mul", ["hh", "a"], "y")],
                             {"rsqrt2": math.sqrt(0.5), "one": 1.0, "half": 0.5}, "nn.gelu"),
-    "gelu_tanh_gpt2": ([_node("Pow", ["h", "three"], "p"), _node("Mul", ["k", "p"], "kp"), _node("Add", ["h", "kp"], "a"),
+    "gelu_tanh_gpt2": ([_node("Pow", ["h", "three"], "p"), _node("Mul", ["k", "p"], "kp"),
+                        _node("Add", ["h", "kp"], "a"),
                         _node("Mul", ["s", "a"], "sa"), _node("Tanh", ["sa"], "t"), _node("Add", ["one", "t"], "t1"),
                         _node("Mul", ["half", "h"], "hh"), _node("Mul", ["hh", "t1"], "y")],
                        {"three": 3.0, "k": 0.044715, "s": SQRT_2_OVER_PI, "one": 1.0, "half": 0.5}, "nn.gelu"),

@@ -50,9 +50,11 @@ def _inverted_residual(name: str, activation: Activation, channels: int, expand:
     rng = np.random.default_rng(seed)
     wide = channels * expand
     inits = [
-        _weight("w_expand", (wide, channels, 1, 1), rng, 1 / math.sqrt(channels)), _weight("b_expand", (wide,), rng, 0.1),
+        _weight("w_expand", (wide, channels, 1, 1), rng, 1 / math.sqrt(channels)),
+        _weight("b_expand", (wide,), rng, 0.1),
         _weight("w_depthwise", (wide, 1, 3, 3), rng, 1 / 3), _weight("b_depthwise", (wide,), rng, 0.1),
-        _weight("w_project", (channels, wide, 1, 1), rng, 1 / math.sqrt(wide)), _weight("b_project", (channels,), rng, 0.1),
+        _weight("w_project", (channels, wide, 1, 1), rng, 1 / math.sqrt(wide)),
+        _weight("b_project", (channels,), rng, 0.1),
         _scalar("zero", 0.0), _scalar("six", 6.0),
     ]
     nodes = [
