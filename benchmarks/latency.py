@@ -1,8 +1,10 @@
 """Latency of tessera against onnxruntime, at 1 and 2 threads, in the same run.
 
 Models: the nine light models of the ONNX suite with seeded random weights
-(the stored ones are constant-filled) and the four MLPerf Tiny float models
-(`tessera.testing.mlperf_tiny`, random weights). For each model and thread
+(the stored ones are constant-filled), the four MLPerf Tiny float models
+(`tessera.testing.mlperf_tiny`, random weights) and four blocks whose
+convolutions and matrix products end in Clip, HardSwish, SiLU and GELU tails
+(`tessera.testing.tail_blocks`). For each model and thread
 count, tessera's own generated C (target `c`, `GraphModule(lib,
 num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
 input; the runs alternate and the smaller of two medians counts. Optional
@@ -12,9 +14,10 @@ OpenBLAS itself stays single-threaded). Prints each model's
 tessera/onnxruntime ratios, then per column the geometric mean and the worst
 model, and the Python-side compile time of ResNet-50 (gcc excluded).
 
-    python benchmarks/latency.py                                 # all 13 models, 1 and 2 threads
+    python benchmarks/latency.py                                 # all 17 models, 1 and 2 threads
     python benchmarks/latency.py resnet50 kws_ds_cnn --threads 1 # a subset
     python benchmarks/latency.py --tuning-log tune.json --tune   # tune, then untuned and tuned columns
+    python benchmarks/latency.py --target "c -mcpu=x86-64-v3"    # the AVX2 code path on any newer CPU
 """
 
 from __future__ import annotations
@@ -35,13 +38,13 @@ import onnx  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera.frontend import from_onnx  # noqa: E402
-from tessera.testing import mlperf_tiny  # noqa: E402
+from tessera.testing import mlperf_tiny, tail_blocks  # noqa: E402
 from tessera.testing.models import LIGHT_MODELS, data_input, light_path, ort_session, seeded_input  # noqa: E402
 from tessera.testing.weights import randomize_weights  # noqa: E402
 from tessera.transform import PassContext  # noqa: E402
 from tessera.tune import LOG_CONFIG_KEY, TuningLog, tune  # noqa: E402
 
-MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS)
+MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS)
 ROUNDS = 2  # alternating rounds per runner; the smaller median counts
 
 
@@ -67,6 +70,10 @@ def load_model(name: str) -> tuple[onnx.ModelProto, str, np.ndarray]:
         model = onnx.load(mlperf_tiny.model_path(name))
         input_name, _ = data_input(model)
         return model, input_name, mlperf_tiny.sample_input(name)
+    if name in tail_blocks.BLOCKS:
+        model = tail_blocks.BLOCKS[name]()
+        input_name, shape = data_input(model)
+        return model, input_name, seeded_input(shape, seed=1)
     model = randomize_weights(onnx.load(light_path(name)), seed=0)
     input_name, shape = data_input(model)
     return model, input_name, seeded_input(shape, seed=1)
@@ -166,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tune", action="store_true", help="first tune the models into --tuning-log (resumes)")
     parser.add_argument("--tune-budget", type=float, default=120.0, help="seconds of tuning per model, at most")
     parser.add_argument("--blas", action="store_true", help="add a column for the blas target")
+    parser.add_argument("--target", default="c", help='the target of the c columns (default c; e.g. "c -mcpu=x86-64-v3")')
     parser.add_argument("--repeat", type=int, default=200, help="runs per median, at most (the budget ends it sooner)")
     parser.add_argument("--budget", type=float, default=16.0,
                         help="seconds of timing per model (all thread counts and columns), about")
@@ -181,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     models = args.models or list(MODELS)
     if args.tune:
         tune_models(models, args.tuning_log, args.tune_budget)
-    variants = [Variant("c", "c")]
+    variants = [Variant("c", args.target)]
     if args.tuning_log:
-        variants.append(Variant("c+log", "c", TuningLog.load(args.tuning_log)))
+        variants.append(Variant("c+log", args.target, TuningLog.load(args.tuning_log)))
     if args.blas:
         variants.append(Variant("blas", "blas"))
     started = time.perf_counter()

@@ -26,6 +26,7 @@ from ..transform.infer_type import InferType
 from ..transform.int8_layout import Int8Layout
 from ..transform.pass_infra import Pass, PassContext, Sequential
 from ..transform.quantize_to_integer import QuantizeToInteger
+from ..transform.recognise_activations import RecogniseActivations
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
 from ..op.annotation import HOST
 from ..op.tuning_log import Config, Workload
@@ -70,7 +71,7 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
 def optimize_pipeline() -> Sequential:
     return Sequential(
         [InferType(), DeadCodeElimination(), QuantizeToInteger(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
-         FoldConstant()],
+         FoldConstant(), RecogniseActivations()],
         name="optimize",
     )
 

@@ -7,6 +7,7 @@ holds only what it needs, in a deterministic order.
 from __future__ import annotations
 
 from .. import dtype as dt
+from . import c_fast_math
 
 
 def helper_name(kind: str, dtype: str) -> str:
@@ -353,6 +354,8 @@ def helper_source(kind: str, dtype: str) -> str:
                 f"{{ return ts_narrow_float(v, {man}, {exp}); }}")
     if kind == "ssat8":
         return SSAT8
+    if kind in c_fast_math.SOURCES and dtype == "float32":
+        return c_fast_math.SOURCES[kind]
     c = dt.c_type(dtype)
     name = helper_name(kind, dtype)
     head = f"static inline {c} {name}"

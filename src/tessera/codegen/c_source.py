@@ -29,6 +29,8 @@ from ..tir.int8_dot_rows import row_int8_dots
 from ..tir.int8_dot_slides import slide_int8_dots
 from ..tir.layout import flat_index
 from ..util.dispatch import TypeDispatch
+from .c_fast_math import DEPENDS as FAST_MATH_DEPENDS
+from .c_fast_math import INTRINSICS as FAST_MATH
 from .c_helpers import helper_name, helper_source
 from .c_reserved import RESERVED_WORDS
 from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
@@ -490,6 +492,8 @@ class _FunctionWriter:
         if isinstance(e.func, str):
             return self.gen.emit_extern_call(e.func, args, e)
         d = e.args[0].dtype if e.args else e.dtype
+        if d == "float32" and e.func.value in FAST_MATH:
+            return f"{self._fast_math_helper(e.func.value)}({args[0]})"
         if e.func in FLOAT_INTRINSICS:
             return f"{_float_fn(FLOAT_INTRINSICS[e.func], d)}({', '.join(args)})"
         if e.func in CLASSIFY_INTRINSICS:
@@ -497,6 +501,12 @@ class _FunctionWriter:
         if e.func is E.Intrinsic.ABS:
             return f"{self.gen.declare_helper('iabs', d)}({args[0]})"
         raise CompileError(f"C codegen: unsupported intrinsic {e.func}")
+
+    def _fast_math_helper(self, kind: str) -> str:
+        """A polynomial float32 helper (c_fast_math), declared after the helpers it calls."""
+        for dependency in FAST_MATH_DEPENDS[kind]:
+            self.gen.declare_helper(dependency, "float32")
+        return self.gen.declare_helper(kind, "float32")
 
     def _dot_int8(self, e: E.Call) -> str:
         """`ts_dot_int8(&a[i], &b[j], n, acc)`: the helper picks DSP or MVE instructions where the core has them."""

@@ -34,6 +34,7 @@ from .elemwise_activation import (  # noqa: F401  (re-exported)
     relu,
     selu,
     shrink,
+    silu,
     softplus,
     softsign,
     thresholded_relu,
@@ -89,11 +90,6 @@ def _reciprocal(x: E.PrimExpr) -> E.PrimExpr:
     return E.div(E.const(1, x.dtype), x)
 
 
-def _sigmoid(x: E.PrimExpr) -> E.PrimExpr:
-    one = E.const(1, x.dtype)
-    return E.div(one, E.add(one, E.call(E.Intrinsic.EXP, [E.neg(x)], x.dtype)))
-
-
 # --------------------------------------------------------------- unary math
 exp = unary("exp", _intrinsic(E.Intrinsic.EXP), np.exp)
 log = unary("log", _intrinsic(E.Intrinsic.LOG), np.log)
@@ -114,7 +110,7 @@ atanh = unary("atanh", _intrinsic(E.Intrinsic.ATANH), np.arctanh)
 floor = unary("floor", _intrinsic(E.Intrinsic.FLOOR), np.floor)
 ceil = unary("ceil", _intrinsic(E.Intrinsic.CEIL), np.ceil)
 round = unary("round", _intrinsic(E.Intrinsic.ROUND), np.rint)
-sigmoid = unary("sigmoid", _sigmoid, lambda x: 1 / (1 + np.exp(-x)))
+sigmoid = unary("sigmoid", R.sigmoid, R.np_sigmoid)
 reciprocal = unary("reciprocal", _reciprocal, np.reciprocal)
 negative = unary("negative", R.wrapping_unary(R.negate), np.negative, SIGNED)
 abs = unary("abs", _abs, np.abs, NUMERIC)

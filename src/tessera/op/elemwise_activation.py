@@ -71,11 +71,16 @@ def _np_hard_swish(x: np.ndarray) -> np.ndarray:
     return x * _np_clamp01(x * attr_scalar(1 / 6, x) + attr_scalar(0.5, x))
 
 
+def _silu(x: E.PrimExpr) -> E.PrimExpr:
+    return E.mul(x, R.sigmoid(x))  # x * Sigmoid(x), as the exporters write SiLU (and Swish with beta 1)
+
+
 relu = unary("nn.relu", _relu, lambda x: np.where(x < 0, x.dtype.type(0), x), NUMERIC)
 softplus = unary("nn.softplus", R.softplus, R.np_softplus)
 softsign = unary("nn.softsign", _softsign, lambda x: x / (1 + np.abs(x)))
 mish = unary("nn.mish", _mish, lambda x: x * np.tanh(R.np_softplus(x)))
 hard_swish = unary("nn.hard_swish", _hard_swish, _np_hard_swish)
+silu = unary("nn.silu", _silu, lambda x: x * R.np_sigmoid(x))
 
 
 # ------------------------------------------------------- scalar attributes

@@ -303,6 +303,16 @@ def softplus(x: E.PrimExpr) -> E.PrimExpr:
     return E.add(maximum(x, zero), tail)
 
 
+def sigmoid(x: E.PrimExpr) -> E.PrimExpr:
+    """1 / (1 + exp(-x)): 0 and 1 at the ends, NaN stays NaN."""
+    one = E.const(1, x.dtype)
+    return E.div(one, E.add(one, E.call(E.Intrinsic.EXP, [E.neg(x)], x.dtype)))
+
+
+def np_sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
 def np_erf(x: np.ndarray) -> np.ndarray:
     """NumPy has no erf; math.erf per element (only constant folding uses it)."""
     return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()

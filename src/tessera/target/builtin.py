@@ -40,7 +40,11 @@ CORTEX_M: dict[str, CortexM] = {
     "cortex-m55": CortexM("auto", dsp=True),
 }
 
-HOST_CFLAGS = ("-O3", "-std=gnu11", "-fopenmp")  # OpenMP runs the kernels' parallel loops
+# OpenMP runs the kernels' parallel loops. -fno-trapping-math: kernels never read floating-point
+# exception flags, and without it gcc vectorises no loop whose select arm computes (LeakyRelu's
+# x * alpha, HardSwish's x * clamp(...)) for AVX2 and older: it moves that arithmetic into a branch,
+# then will not execute it unconditionally. Values are unchanged (NaN, infinities, signed zeros).
+HOST_CFLAGS = ("-O3", "-std=gnu11", "-fopenmp", "-fno-trapping-math")
 
 
 def is_micro(target: Target) -> bool:

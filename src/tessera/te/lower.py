@@ -42,6 +42,7 @@ from ..errors import CompileError
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
+from ..tir.clamp_select import single_compare_clamps
 from ..tir.functor import map_expr, substitute, walk_expr
 from ..tir.simplify import simplify_index
 from .extern import ExternOp, loop_nest
@@ -241,9 +242,10 @@ class _Lowering:
 
     @staticmethod
     def _simplified(op: ComputeOp, value: E.PrimExpr) -> E.PrimExpr:
-        """Cancel index divisions that the stage's loop extents make exact."""
+        """Cancel index divisions that the stage's loop extents make exact; clamp to constants
+        with one comparison (see tir/clamp_select)."""
         extents = {a.var: a.extent for a in (*op.axes, *op.reduce_axes)}
-        return simplify_index(value, extents)
+        return single_compare_clamps(simplify_index(value, extents))
 
     def _readers(self, op: ComputeOp) -> set[int]:
         """Non-inlined stages reading `op`, looking through inlined stages."""

@@ -8,10 +8,11 @@ from .pass_infra import (
     FunctionPass, Pass, PassContext, PassInstrument, PassTiming, PassTimingInstrument, PrintIRInstrument, Sequential,
 )
 from .ir_dump import IRDumpInstrument
+from .recognise_activations import RecogniseActivations
 from .simplify_inference import DenseToMatmul, SimplifyInference
 
 __all__ = [
     "DeadCodeElimination", "DenseToMatmul", "FoldConstant", "FunctionPass", "FuseOps", "IRDumpInstrument",
     "InferType", "Pass", "PassContext", "PassInstrument", "PassTiming", "PassTimingInstrument", "PrintIRInstrument",
-    "Sequential", "SimplifyInference",
+    "RecogniseActivations", "Sequential", "SimplifyInference",
 ]

@@ -1,0 +1,109 @@
+"""The polynomial float32 exp, tanh and erf of generated kernels (codegen/c_fast_math.py)
+against float64 NumPy over a dense sweep of float32 inputs: the bounds its docstring
+states, the special values, and the vector code gcc makes of them."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import relay
+from tessera.codegen import c_fast_math
+from tessera.op import elemwise as ew
+
+REL_BOUND = 2.5e-7  # the docstring's max relative error, for results of normal magnitude
+SUBNORMAL_BOUND = 1.5e-45  # one subnormal step, where the result itself is subnormal
+TINY = float(np.finfo(np.float32).tiny)
+
+
+def _sweep() -> np.ndarray:
+    """Every 1024th float32 bit pattern of each sign (8192 per binade), and the edge cases."""
+    positive = np.arange(0, 0x7F800000, 1 << 10, dtype=np.uint32).view(np.float32)
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.17e-38, 88.72, 88.73, -87.4,
+                      -103.9, -104.5, 0.625, -0.625, 1.0, -1.0, 4.0, -4.0, 9.0, -9.0, 3.4e38, -3.4e38], np.float32)
+    return np.concatenate([positive, -positive, edges])
+
+
+def _run(op: Callable[[relay.Expr], relay.Expr], x: np.ndarray) -> np.ndarray:
+    v = relay.Var("x", relay.TensorType(x.shape, "float32"))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((v,), op(v))))
+    return lib(x)[0]
+
+
+REFERENCES: dict[str, tuple[Callable[[relay.Expr], relay.Expr], Callable[[np.ndarray], np.ndarray]]] = {
+    "exp": (ew.exp, np.exp),
+    "tanh": (ew.tanh, np.tanh),
+    "erf": (ew.erf, np.vectorize(math.erf, otypes=[np.float64])),
+}
+
+
+@pytest.fixture(scope="module")
+def sweep() -> np.ndarray:
+    return _sweep()
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_polynomial_math_meets_its_stated_bounds(name: str, sweep: np.ndarray) -> None:
+    op, reference = REFERENCES[name]
+    got = _run(op, sweep).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = reference(sweep.astype(np.float64))
+        ref32 = ref.astype(np.float32).astype(np.float64)  # overflow and underflow as float32 has them
+    normal = np.isfinite(ref32) & (np.abs(ref32) >= TINY)
+    rel = np.abs(got[normal] - ref[normal]) / np.abs(ref[normal])
+    worst = int(np.argmax(rel))
+    assert rel[worst] <= REL_BOUND, f"{name}({sweep[normal][worst]!r}): relative error {rel[worst]:.3g}"
+    subnormal = np.isfinite(ref32) & (np.abs(ref32) < TINY)
+    assert np.all(np.abs(got[subnormal] - ref[subnormal]) <= SUBNORMAL_BOUND)
+    special = ~np.isfinite(ref32)  # NaN in, NaN out; infinities exactly
+    np.testing.assert_array_equal(got[special], ref32[special])
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_special_values_are_exact(name: str) -> None:
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 100.0, -200.0], np.float32)
+    got = _run(REFERENCES[name][0], x)
+    expected = {
+        "exp": [1.0, 1.0, np.inf, 0.0, np.nan, np.inf, 0.0],
+        "tanh": [0.0, -0.0, 1.0, -1.0, np.nan, 1.0, -1.0],
+        "erf": [0.0, -0.0, 1.0, -1.0, np.nan, 1.0, -1.0],
+    }[name]
+    np.testing.assert_array_equal(got, np.array(expected, np.float32))
+    np.testing.assert_array_equal(np.signbit(got[:2]), np.signbit(np.array(expected[:2], np.float32)))
+
+
+def test_kernels_call_the_helpers_not_libm() -> None:
+    x = relay.Var("x", relay.TensorType((64,), "float32"))
+    body = ew.add(ew.add(ew.exp(x), ew.tanh(x)), ew.erf(x))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((x,), body)))
+    source = "\n".join(lib.c_sources.values())
+    assert not re.search(r"\b(expf|tanhf|erff)\(", source)
+    for kind in ("exp", "tanh", "erf"):
+        assert f"ts_{kind}_float32(" in source
+    # helpers come before their callers
+    assert source.index("float ts_exp_float32(") < source.index("float ts_tanh_float32(")
+
+
+@pytest.mark.parametrize("march", ["x86-64-v3", "x86-64-v4"])
+def test_gcc_vectorises_loops_of_the_helpers(march: str, tmp_path) -> None:
+    """Compiled for AVX2 and for AVX-512: each loop calling a helper becomes vector code."""
+    loops = "\n".join(
+        f"void run_{k}(const float* restrict x, float* restrict y, int n) "
+        f"{{ for (int i = 0; i < n; ++i) y[i] = ts_{k}_float32(x[i]); }}"
+        for k in c_fast_math.INTRINSICS)
+    src = tmp_path / "fast_math.c"
+    src.write_text("#include <math.h>\n#include <stdint.h>\n" + "\n".join(c_fast_math.SOURCES.values())
+                   + "\n" + loops + "\n")
+    result = subprocess.run(["gcc", "-O3", f"-march={march}", "-std=gnu11", "-c", str(src), "-o",
+                             str(tmp_path / "fast_math.o"), "-fopt-info-vec-optimized"],
+                            capture_output=True, text=True, check=True)
+    lines = loops.count("\n") + 1
+    first = src.read_text().count("\n") + 1 - lines
+    vectorised = {int(m) for m in re.findall(r"fast_math\.c:(\d+):\d+: optimized: loop vectorized", result.stderr)}
+    assert vectorised >= set(range(first, first + lines)), result.stderr
