@@ -261,6 +261,17 @@ def _tiled(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) 
 
 def planar_conv(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], weight: WeightReader,
                 g: ConvGeometry, name: str) -> te.Tensor:
+    """A 2-d convolution of `data` (padded by `begins`/`ends`) in NCHW: `planar_tiles`, copied out."""
+    read = planar_tiles(data, begins, ends, weight, g, name)
+    return te.compute(g.out_shape, read, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])
+
+
+# (n, c, y, x) -> output element (c, y, x) of image n in a `planar_tiles` result
+PlanarReader = Callable[[E.PrimExpr, E.PrimExpr, E.PrimExpr, E.PrimExpr], E.PrimExpr]
+
+
+def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], weight: WeightReader,
+                 g: ConvGeometry, name: str, planes_name: str = "planes") -> PlanarReader:
     """A 2-d convolution of `data` (padded by `begins`/`ends`) as register tiles over flattened planes.
 
     The input is regrouped once, padding included, into `planes[n, c, ph, pw,
@@ -297,7 +308,7 @@ def planar_conv(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], wei
         # the read happens only inside the image: straight indices, which gcc vectorises as masked loads
         return E.select(inside, data[(n, c, h, w)], E.const(0, data.dtype), guarded=True)
 
-    planes = te.compute((n_, c_in, sh, sw, rows, pitch), plane, name="planes",
+    planes = te.compute((n_, c_in, sh, sw, rows, pitch), plane, name=planes_name,
                         axis_names=["n", "c", "ph", "pw", "r", "x"], materialize=True)
     rc, (rkh, rkw) = _reduce_axes(g)
 
@@ -319,8 +330,8 @@ def planar_conv(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], wei
                        register_tile=True, unroll=["rk1"])
     channel_stride = blocks * width
 
-    def untile(n: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+    def untile(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr) -> E.PrimExpr:
         # element (n, c, y * W' + x) of the tiles in row-major order (flat offset, as above)
         return tiles[(n, 0, 0, 0, E.add(E.mul(c, channel_stride), E.add(E.mul(y, pitch), x)))]
 
-    return te.compute(g.out_shape, untile, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])
+    return untile

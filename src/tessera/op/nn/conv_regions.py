@@ -1,0 +1,214 @@
+"""Dilated 2-d convolutions split into output regions by the kernel taps that reach the image.
+
+Tap k of output o (along one spatial dim) reads input o*stride - pad + k*dilation. With a large
+dilation most taps of most outputs land in the zero padding: a 3x3 convolution of dilation 36 on a
+14x14 map (DeepLabV3's ASPP head) pads the input to 86x86, builds 86-wide planes, and computes 9
+taps for each of 14 x 86 positions, where only the centre tap of 14 x 14 positions ever reads the
+image. Along each dim the taps that reach the image form a contiguous range that changes at a few
+outputs only, so the outputs split into spans of constant tap range (`tap_spans`). Each product of
+a row span and a column span is a region: a convolution with a smaller kernel (only its taps) whose
+every tap reads the image for every output it computes, so it needs no padding; `planar_tiles` runs
+it on its own receptive window and one copy stitches the regions into the output.
+
+Splitting costs a kernel stage and a little tile rounding per region, so a dim may instead stay one
+span (its taps trimmed to those that reach the image somewhere, the rest of its padding still read
+as zeros). `plan_regions` estimates the work of each choice and keeps the current one-plane
+schedule unless the regions save at least a third of it: undilated convolutions keep theirs.
+
+Why regions, not space-to-batch: space-to-batch turns dilation d into a batch of d*d undilated
+convolutions of maps d*d times smaller, but keeps the padding. With d = 36 on 14x14 each "image"
+is one pixel padded to 3x3, still computing 9 taps where one reaches the image. Regions drop taps.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from ... import te
+from ...tir import expr as E
+from ..schedule_context import ScheduleContext
+from .conv_schedule import WIDTH_CANDIDATES, ConvGeometry, PlanarReader, WeightReader, planar_tiles
+
+# estimated work of a region beyond its multiply-adds (stage set-up, plane copy), in position-taps
+REGION_OVERHEAD = 64
+# split only when the estimate drops below this fraction of the one-plane schedule's
+WORTH_SPLITTING = 2 / 3
+
+
+@dataclass(frozen=True)
+class Span:
+    """Outputs [start, stop) along one dim whose taps [tap_start, tap_stop) read the image (for every
+    output, when the span comes from `tap_spans`)."""
+
+    start: int
+    stop: int
+    tap_start: int
+    tap_stop: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def taps(self) -> int:
+        return self.tap_stop - self.tap_start
+
+
+@dataclass(frozen=True)
+class DimGeometry:
+    """One spatial dim of a convolution."""
+
+    size: int  # input
+    out: int
+    kernel: int
+    stride: int
+    dilation: int
+    pad: int  # before the input
+
+    def reach(self, o: int) -> tuple[int, int]:
+        """The taps [lo, hi) of output `o` that read the input, (0, 0) if none does."""
+        inside = [k for k in range(self.kernel) if 0 <= o * self.stride - self.pad + k * self.dilation < self.size]
+        return (inside[0], inside[-1] + 1) if inside else (0, 0)
+
+    def first_input(self, span: Span) -> int:
+        """The input index that output `span.start`'s first tap reads (negative: in the padding)."""
+        return span.start * self.stride - self.pad + span.tap_start * self.dilation
+
+    def window(self, span: Span) -> int:
+        """Input positions from the first to the last that `span` reads."""
+        return (span.size - 1) * self.stride + (span.taps - 1) * self.dilation + 1
+
+    def pitch(self, span: Span) -> int:
+        """The width of one stride phase of the span's window: the positions `planar_tiles` computes per row."""
+        return -(-self.window(span) // self.stride)
+
+
+def tap_spans(dim: DimGeometry) -> tuple[Span, ...]:
+    """The outputs along `dim` split where the range of taps reading the image changes."""
+    spans: list[Span] = []
+    for o in range(dim.out):
+        lo, hi = dim.reach(o)
+        if spans and (spans[-1].tap_start, spans[-1].tap_stop) == (lo, hi):
+            spans[-1] = replace(spans[-1], stop=o + 1)
+        else:
+            spans.append(Span(o, o + 1, lo, hi))
+    return tuple(spans)
+
+
+def merged(spans: Sequence[Span]) -> Span:
+    """One span over all of `spans`, with every tap any of them reads."""
+    reading = [s for s in spans if s.taps]
+    if not reading:
+        return Span(spans[0].start, spans[-1].stop, 0, 0)
+    return Span(spans[0].start, spans[-1].stop, min(s.tap_start for s in reading), max(s.tap_stop for s in reading))
+
+
+@dataclass(frozen=True)
+class RegionPlan:
+    """The output split into rows x cols regions (each a product of spans)."""
+
+    dims: tuple[DimGeometry, DimGeometry]
+    rows: tuple[Span, ...]
+    cols: tuple[Span, ...]
+
+    def regions(self) -> list[tuple[Span, Span]]:
+        return list(itertools.product(self.rows, self.cols))
+
+    def work(self) -> int:
+        """Estimated position-taps computed: positions rounded up to whole tiles, plus an overhead per region."""
+        tile = min(WIDTH_CANDIDATES)
+        total = 0
+        for r, c in self.regions():
+            if r.taps and c.taps:
+                positions = r.size * self.dims[1].pitch(c)
+                total += -(-positions // tile) * tile * r.taps * c.taps + REGION_OVERHEAD
+        return total
+
+
+def one_plane_work(dims: tuple[DimGeometry, DimGeometry], pad_after: int) -> int:
+    """The estimate of `RegionPlan.work` for the schedule without regions: every tap of every row,
+    each row as wide as a stride phase of the padded input (`pad_after`: its padding after the last column)."""
+    h, w = dims
+    pitch = -(-(w.size + w.pad + pad_after) // w.stride)
+    tile = min(WIDTH_CANDIDATES)
+    return -(-(h.out * pitch) // tile) * tile * h.kernel * w.kernel
+
+
+def plan_regions(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int],
+                 ends: Sequence[int]) -> RegionPlan | None:
+    """The cheapest split of a 2-d convolution's output into regions, or None when the one-plane
+    schedule is about as cheap (see the module doc)."""
+    dims = (DimGeometry(in_spatial[0], g.out_shape[2], g.kernel[0], g.strides[0], g.dilation[0], begins[0]),
+            DimGeometry(in_spatial[1], g.out_shape[3], g.kernel[1], g.strides[1], g.dilation[1], begins[1]))
+    choices = [(tap_spans(d), (merged(tap_spans(d)),)) for d in dims]
+    plans = [RegionPlan(dims, rows, cols) for rows in choices[0] for cols in choices[1]]
+    best = min(plans, key=RegionPlan.work)
+    return best if best.work() <= WORTH_SPLITTING * one_plane_work(dims, ends[1]) else None
+
+
+def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: ConvGeometry, sched: ScheduleContext,
+                name: str) -> te.Tensor:
+    """The convolution as `plan`'s regions, each through `planar_tiles`, stitched into NCHW by one copy.
+
+    `g` is the whole convolution's geometry, its tile not chosen: each region chooses its own.
+    """
+    h, w = plan.dims
+    readers: dict[tuple[int, int], PlanarReader] = {}
+    for index, (r, c) in enumerate(plan.regions()):
+        if not (r.taps and c.taps):
+            continue  # every tap of these outputs reads padding: they are zero
+        region = replace(g, out_shape=(*g.out_shape[:2], r.size, c.size), kernel=(r.taps, c.taps),
+                         in_spatial=(h.window(r), w.window(c)))
+        # input row = first + r'*stride + k'*dilation for region output r' and region tap k'
+        begins = (-h.first_input(r), -w.first_input(c))
+        ends = tuple(win - size - b for win, size, b in
+                     zip((h.window(r), w.window(c)), data.shape[2:], begins))
+        readers[(r.start, c.start)] = planar_tiles(
+            data, begins, ends, _shifted(weight, (r.tap_start, c.tap_start)), region.scheduled(sched),
+            f"{name}_r{index}", planes_name=f"planes_r{index}")
+
+    def element(n: E.Var, ch: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+        def along_cols(r: Span) -> E.PrimExpr:
+            def leaf(c: Span) -> E.PrimExpr:
+                read = readers.get((r.start, c.start))
+                if read is None:
+                    return E.const(0, data.dtype)
+                return read(n, ch, _minus(y, r.start), _minus(x, c.start))
+
+            return _chain(x, plan.cols, leaf)
+
+        return _chain(y, plan.rows, along_cols)
+
+    return te.compute(g.out_shape, element, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])
+
+
+def _chain(index: E.Var, spans: Sequence[Span], value: Callable[[Span], E.PrimExpr]) -> E.PrimExpr:
+    """value(span) for the span holding `index`: a chain of guarded selects (only the chosen region is read)."""
+    result = value(spans[-1])
+    for span in reversed(spans[:-1]):
+        result = E.select(E.lt(index, span.stop), value(span), result, guarded=True)
+    return result
+
+
+def _minus(index: E.PrimExpr, offset: int) -> E.PrimExpr:
+    return E.sub(index, offset) if offset else index
+
+
+def _shifted(weight: WeightReader, first_taps: tuple[int, ...]) -> WeightReader:
+    """`weight` read from tap `first_taps` on."""
+    if not any(first_taps):
+        return weight
+
+    def read(c: E.PrimExpr, rc: E.PrimExpr, taps: Sequence[E.PrimExpr]) -> E.PrimExpr:
+        return weight(c, rc, [E.add(t, k) if k else t for t, k in zip(taps, first_taps)])
+
+    return read
+
+
+def region_count(plan: RegionPlan) -> int:
+    """Regions that compute (those whose taps all read padding are zeros, no stage)."""
+    return sum(1 for r, c in plan.regions() if r.taps and c.taps)
+
+
