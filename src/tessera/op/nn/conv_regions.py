@@ -122,9 +122,16 @@ class RegionPlan:
         total = 0
         for r, c in self.regions():
             if r.taps and c.taps:
-                positions = r.size * self.dims[1].pitch(c)
+                positions = r.size * c.size if self.gathers(r, c) else r.size * self.dims[1].pitch(c)
                 total += -(-positions // tile) * tile * r.taps * c.taps + REGION_OVERHEAD
         return total
+
+    def gathers(self, r: Span, c: Span) -> bool:
+        """Whether region (r, c) copies each tap's inputs apart (one plane per tap, an image as small as
+        the region's output) rather than its receptive window: when that is no larger, as where a
+        dilation wider than the region leaves most of the window unread."""
+        h, w = self.dims
+        return r.taps * c.taps * r.size * c.size <= h.window(r) * w.window(c)
 
 
 def one_plane_work(dims: tuple[DimGeometry, DimGeometry], pad_after: int) -> int:
@@ -161,13 +168,16 @@ def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Conv
             continue  # every tap of these outputs reads padding: they are zero
         region = replace(g, out_shape=(*g.out_shape[:2], r.size, c.size), kernel=(r.taps, c.taps),
                          in_spatial=(h.window(r), w.window(c)))
+        shifted = _shifted(weight, (r.tap_start, c.tap_start))
+        if plan.gathers(r, c):
+            readers[(r.start, c.start)] = _gathered(data, plan, r, c, shifted, region, sched, name, index)
+            continue
         # input row = first + r'*stride + k'*dilation for region output r' and region tap k'
         begins = (-h.first_input(r), -w.first_input(c))
         ends = tuple(win - size - b for win, size, b in
                      zip((h.window(r), w.window(c)), data.shape[2:], begins))
-        readers[(r.start, c.start)] = planar_tiles(
-            data, begins, ends, _shifted(weight, (r.tap_start, c.tap_start)), region.scheduled(sched),
-            f"{name}_r{index}", planes_name=f"planes_r{index}")
+        readers[(r.start, c.start)] = planar_tiles(data, begins, ends, shifted, region.scheduled(sched),
+                                                   f"{name}_r{index}", planes_name=f"planes_r{index}")
 
     def element(n: E.Var, ch: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
         def along_cols(r: Span) -> E.PrimExpr:
@@ -182,6 +192,34 @@ def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Conv
         return _chain(y, plan.rows, along_cols)
 
     return te.compute(g.out_shape, element, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])
+
+
+def _gathered(data: te.Tensor, plan: RegionPlan, r: Span, c: Span, weight: WeightReader, region: ConvGeometry,
+              sched: ScheduleContext, name: str, index: int) -> PlanarReader:
+    """Region (r, c) as a 1x1 convolution of an image with a channel per (input channel, tap): each
+    tap's inputs for the region's outputs, side by side (im2col of the region; see `RegionPlan.gathers`)."""
+    h, w = plan.dims
+    taps = r.taps * c.taps
+    n_, c_in, h_in, w_in = data.shape
+
+    def element(n: E.Var, v: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+        channel, tap = E.floordiv(v, taps), E.floormod(v, taps)
+        row = E.add(E.add(h.first_input(r), E.mul(E.floordiv(tap, c.taps), h.dilation)), E.mul(y, h.stride))
+        col = E.add(E.add(w.first_input(c), E.mul(E.floormod(tap, c.taps), w.dilation)), E.mul(x, w.stride))
+        inside = E.logical_and(E.logical_and(E.ge(row, 0), E.lt(row, h_in)),
+                               E.logical_and(E.ge(col, 0), E.lt(col, w_in)))
+        return E.select(inside, data[(n, channel, row, col)], E.const(0, data.dtype), guarded=True)
+
+    gathered = te.compute((n_, c_in * taps, r.size, c.size), element, name=f"taps_r{index}")
+
+    def read_weight(ch: E.PrimExpr, rc: E.PrimExpr, _: Sequence[E.PrimExpr]) -> E.PrimExpr:
+        tap = E.floormod(rc, taps)
+        return weight(ch, E.floordiv(rc, taps), [E.floordiv(tap, c.taps), E.floormod(tap, c.taps)])
+
+    one_by_one = replace(region, kernel=(1, 1), strides=(1, 1), dilation=(1, 1), in_spatial=(r.size, c.size),
+                         in_channels_per_group=region.in_channels_per_group * taps)
+    return planar_tiles(gathered, (0, 0), (0, 0), read_weight, one_by_one.scheduled(sched), f"{name}_r{index}",
+                        planes_name=f"planes_r{index}")
 
 
 def _chain(index: E.Var, spans: Sequence[Span], value: Callable[[Span], E.PrimExpr]) -> E.PrimExpr:
