@@ -52,6 +52,7 @@ def aspp_head(seed: int = 0, channels: int = CHANNELS, size: int = SIZE,
     conv("cat", "project", channels * len(branches), channels, 1)
     conv("project", "head", channels, channels, 3)
     conv("head", "y", channels, CLASSES, 1, relu=False)
-    graph = helper.make_graph(nodes, ASPP_NAME, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+    graph = helper.make_graph(nodes, ASPP_NAME,
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, CLASSES, size, size])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
