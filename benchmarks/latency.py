@@ -2,7 +2,8 @@
 
 Models: the nine light models of the ONNX suite with seeded random weights
 (the stored ones are constant-filled) and the four MLPerf Tiny float models
-(`tessera.testing.mlperf_tiny`, random weights). For each model and thread
+(`tessera.testing.mlperf_tiny`, random weights), and a DeepLabV3-style ASPP
+head with dilated 3x3 convolutions (`tessera.testing.aspp`). For each model and thread
 count, tessera's own generated C (target `c`, `GraphModule(lib,
 num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
 input; the runs alternate and the smaller of two medians counts. Optional
@@ -12,7 +13,7 @@ OpenBLAS itself stays single-threaded). Prints each model's
 tessera/onnxruntime ratios, then per column the geometric mean and the worst
 model, and the Python-side compile time of ResNet-50 (gcc excluded).
 
-    python benchmarks/latency.py                                 # all 13 models, 1 and 2 threads
+    python benchmarks/latency.py                                 # all 14 models, 1 and 2 threads
     python benchmarks/latency.py resnet50 kws_ds_cnn --threads 1 # a subset
     python benchmarks/latency.py --tuning-log tune.json --tune   # tune, then untuned and tuned columns
 """
@@ -36,12 +37,13 @@ import onnx  # noqa: E402
 import tessera  # noqa: E402
 from tessera.frontend import from_onnx  # noqa: E402
 from tessera.testing import mlperf_tiny  # noqa: E402
+from tessera.testing.aspp import ASPP_NAME, INPUT_SHAPE, aspp_head  # noqa: E402
 from tessera.testing.models import LIGHT_MODELS, data_input, light_path, ort_session, seeded_input  # noqa: E402
 from tessera.testing.weights import randomize_weights  # noqa: E402
 from tessera.transform import PassContext  # noqa: E402
 from tessera.tune import LOG_CONFIG_KEY, TuningLog, tune  # noqa: E402
 
-MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS)
+MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, ASPP_NAME)
 ROUNDS = 2  # alternating rounds per runner; the smaller median counts
 
 
@@ -63,6 +65,8 @@ class Row:
 
 
 def load_model(name: str) -> tuple[onnx.ModelProto, str, np.ndarray]:
+    if name == ASPP_NAME:
+        return aspp_head(), "x", seeded_input(INPUT_SHAPE, seed=1)
     if name in mlperf_tiny.MODELS:
         model = onnx.load(mlperf_tiny.model_path(name))
         input_name, _ = data_input(model)
