@@ -32,7 +32,7 @@ from ..schedule_context import ScheduleContext
 from .conv_schedule import WIDTH_CANDIDATES, ConvGeometry, PlanarReader, WeightReader, planar_tiles
 
 # estimated work of a region beyond its multiply-adds (stage set-up, plane copy), in position-taps
-REGION_OVERHEAD = 64
+REGION_OVERHEAD = 16
 # split only when the estimate drops below this fraction of the one-plane schedule's
 WORTH_SPLITTING = 2 / 3
 
@@ -105,13 +105,27 @@ def merged(spans: Sequence[Span]) -> Span:
     return Span(spans[0].start, spans[-1].stop, min(s.tap_start for s in reading), max(s.tap_stop for s in reading))
 
 
+def tap_pieces(dim: DimGeometry) -> tuple[Span, ...]:
+    """For each tap that reads the image somewhere, the outputs along `dim` where it does (a span of
+    that one tap)."""
+    pieces = []
+    for k in range(dim.kernel):
+        reading = [o for o in range(dim.out) if 0 <= o * dim.stride - dim.pad + k * dim.dilation < dim.size]
+        if reading:
+            pieces.append(Span(reading[0], reading[-1] + 1, k, k + 1))
+    return tuple(pieces)
+
+
 @dataclass(frozen=True)
 class RegionPlan:
-    """The output split into rows x cols regions (each a product of spans)."""
+    """The output as a sum of pieces: each a rectangle (row span x column span) computed with the
+    spans' taps. Either the pieces tile the output (`rows` x `cols`, products of spans), or, `per_tap`,
+    each is one tap over the outputs where it reads the image, and the pieces overlap (summed)."""
 
     dims: tuple[DimGeometry, DimGeometry]
     rows: tuple[Span, ...]
     cols: tuple[Span, ...]
+    per_tap: bool = False
 
     def regions(self) -> list[tuple[Span, Span]]:
         return list(itertools.product(self.rows, self.cols))
@@ -151,6 +165,8 @@ def plan_regions(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[in
             DimGeometry(in_spatial[1], g.out_shape[3], g.kernel[1], g.strides[1], g.dilation[1], begins[1]))
     choices = [(tap_spans(d), (merged(tap_spans(d)),)) for d in dims]
     plans = [RegionPlan(dims, rows, cols) for rows in choices[0] for cols in choices[1]]
+    # every tap on its own: no position computes a tap that reads padding (many small pieces, summed)
+    plans.append(RegionPlan(dims, tap_pieces(dims[0]), tap_pieces(dims[1]), per_tap=True))
     best = min(plans, key=RegionPlan.work)
     return best if best.work() <= WORTH_SPLITTING * one_plane_work(dims, ends[1]) else None
 
@@ -162,7 +178,7 @@ def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Conv
     `g` is the whole convolution's geometry, its tile not chosen: each region chooses its own.
     """
     h, w = plan.dims
-    readers: dict[tuple[int, int], PlanarReader] = {}
+    readers: dict[tuple[Span, Span], PlanarReader] = {}
     for index, (r, c) in enumerate(plan.regions()):
         if not (r.taps and c.taps):
             continue  # every tap of these outputs reads padding: they are zero
@@ -170,19 +186,22 @@ def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Conv
                          in_spatial=(h.window(r), w.window(c)))
         shifted = _shifted(weight, (r.tap_start, c.tap_start))
         if plan.gathers(r, c):
-            readers[(r.start, c.start)] = _gathered(data, plan, r, c, shifted, region, sched, name, index)
+            readers[(r, c)] = _gathered(data, plan, r, c, shifted, region, sched, name, index)
             continue
         # input row = first + r'*stride + k'*dilation for region output r' and region tap k'
         begins = (-h.first_input(r), -w.first_input(c))
         ends = tuple(win - size - b for win, size, b in
                      zip((h.window(r), w.window(c)), data.shape[2:], begins))
-        readers[(r.start, c.start)] = planar_tiles(data, begins, ends, shifted, region.scheduled(sched),
+        readers[(r, c)] = planar_tiles(data, begins, ends, shifted, region.scheduled(sched),
                                                    f"{name}_r{index}", planes_name=f"planes_r{index}")
 
     def element(n: E.Var, ch: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+        if plan.per_tap:
+            return _summed(n, ch, y, x, plan, readers, data.dtype)
+
         def along_cols(r: Span) -> E.PrimExpr:
             def leaf(c: Span) -> E.PrimExpr:
-                read = readers.get((r.start, c.start))
+                read = readers.get((r, c))
                 if read is None:
                     return E.const(0, data.dtype)
                 return read(n, ch, _minus(y, r.start), _minus(x, c.start))
@@ -192,6 +211,23 @@ def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Conv
         return _chain(y, plan.rows, along_cols)
 
     return te.compute(g.out_shape, element, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])
+
+
+def _summed(n: E.Var, ch: E.Var, y: E.Var, x: E.Var, plan: RegionPlan,
+            readers: dict[tuple[Span, Span], PlanarReader], dtype: str) -> E.PrimExpr:
+    """The sum of the pieces that cover (y, x), each read only where it does (a guarded select)."""
+    values = []
+    for (r, c), read in readers.items():
+        inside = E.logical_and(E.logical_and(E.ge(y, r.start), E.lt(y, r.stop)),
+                               E.logical_and(E.ge(x, c.start), E.lt(x, c.stop)))
+        values.append(E.select(inside, read(n, ch, _minus(y, r.start), _minus(x, c.start)), E.const(0, dtype),
+                               guarded=True))
+    if not values:
+        return E.const(0, dtype)  # every tap of every output reads padding
+    total = values[0]
+    for value in values[1:]:
+        total = E.add(total, value)
+    return total
 
 
 def _gathered(data: te.Tensor, plan: RegionPlan, r: Span, c: Span, weight: WeightReader, region: ConvGeometry,
