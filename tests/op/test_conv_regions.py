@@ -114,3 +114,16 @@ def test_dilated_scratch_is_a_small_multiple_of_the_input(dilation: int, bound: 
     input_bytes = channels * 14 * 14 * 4
     assert size <= bound * input_bytes, (size / input_bytes, buffers)
     assert all(shape[-1] <= 16 for _, shape in buffers if len(shape) == 6), buffers  # no 86-wide planes
+
+
+@pytest.mark.parametrize("k, dilation, strides, pads", [(1, 1, (2, 2), (0, 0, 0, 0)), (3, 2, (2, 2), (2, 1, 2, 3)),
+                                                        (1, 1, (3, 2), (0, 1, 2, 0))])
+def test_strided_conv_copies_only_the_phases_it_reads(k: int, dilation: int, strides: tuple[int, int],
+                                                      pads: tuple[int, ...]) -> None:
+    """Every tap of these reads stride phase 0 only (k * dilation divisible by the stride), so the planes hold
+    that phase alone: a 1x1 convolution of stride 2 copies a quarter of its input, not all of it."""
+    model = conv_model(8, 16, (16, 15), k, dilation, pads, strides)
+    check_against_onnxruntime(model, (1, 8, 16, 15))
+    _, buffers = _scratch_bytes(model)
+    planes = [shape for name, shape in buffers if name.startswith("planes")]
+    assert planes and all(shape[2:4] == (1, 1) for shape in planes), buffers

@@ -308,7 +308,10 @@ def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], we
         # the read happens only inside the image: straight indices, which gcc vectorises as masked loads
         return E.select(inside, data[(n, c, h, w)], E.const(0, data.dtype), guarded=True)
 
-    planes = te.compute((n_, c_in, sh, sw, rows, pitch), plane, name=planes_name,
+    # only the stride phases some tap reads: a 1x1 convolution of stride 2 copies a quarter of its input
+    phases = tuple(s if any(k * d % s for k in range(kernel)) else 1
+                   for s, d, kernel in zip(g.strides, g.dilation, g.kernel))
+    planes = te.compute((n_, c_in, *phases, rows, pitch), plane, name=planes_name,
                         axis_names=["n", "c", "ph", "pw", "r", "x"], materialize=True)
     rc, (rkh, rkw) = _reduce_axes(g)
 
@@ -320,7 +323,8 @@ def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], we
         # flat offset q within the (ph, pw) plane: the lowering indexes
         # buffers by flat offset, so an index past the last axis's extent
         # addresses the following rows
-        a = planes[(n, channel, E.floormod(th, sh), E.floormod(tw, sw), 0, q)]
+        phase = [E.floormod(t, s) if kept == s else 0 for t, s, kept in zip((th, tw), (sh, sw), phases)]
+        a = planes[(n, channel, *phase, 0, q)]
         return te.sum(E.mul(a, weight(c, rc.var, [rkh.var, rkw.var])), [rc, rkh, rkw])
 
     tiles = te.compute((n_, oc // cb, cb, blocks, width), element, name=name,
