@@ -7,13 +7,20 @@ taps for each of 14 x 86 positions, where only the centre tap of 14 x 14 positio
 image. Along each dim the taps that reach the image form a contiguous range that changes at a few
 outputs only, so the outputs split into spans of constant tap range (`tap_spans`). Each product of
 a row span and a column span is a region: a convolution with a smaller kernel (only its taps) whose
-every tap reads the image for every output it computes, so it needs no padding; `planar_tiles` runs
-it on its own receptive window and one copy stitches the regions into the output.
+every tap reads the image for every output it computes, so it needs no padding. Alternatively
+(`tap_pieces`, a per-tap plan) each tap alone covers the outputs where it reads the image; these
+pieces overlap and are summed, and no position computes a tap that reads padding.
+
+A region (or piece) runs through `planar_tiles`, on its receptive window, or, where the dilation
+leaves most of that window unread, on a gathered image with one channel per (input channel, tap):
+the region's im2col, no larger than the window and with rows exactly as wide as the region's output.
+One copy stitches the regions into the output (a chain of selects, or the sum of the covering pieces;
+bias and activation epilogues run there).
 
 Splitting costs a kernel stage and a little tile rounding per region, so a dim may instead stay one
 span (its taps trimmed to those that reach the image somewhere, the rest of its padding still read
-as zeros). `plan_regions` estimates the work of each choice and keeps the current one-plane
-schedule unless the regions save at least a third of it: undilated convolutions keep theirs.
+as zeros). `plan_regions` estimates the work of each plan and keeps the one-plane schedule unless
+a plan saves at least a third of it: undilated convolutions keep theirs (and their generated C).
 
 Why regions, not space-to-batch: space-to-batch turns dilation d into a batch of d*d undilated
 convolutions of maps d*d times smaller, but keeps the padding. With d = 36 on 14x14 each "image"

@@ -6,6 +6,8 @@ vectorises it as a scalar-times-vector multiply-add.
 
 * Planar (every 2-d convolution, depthwise and grouped included): register
   tiles over flattened, stride-phased image planes; see `planar_conv`.
+  Dilated ones whose taps mostly read padding are split into regions that
+  skip those taps (`conv_regions`), each region through `planar_tiles`.
 * Tiled (1-d and 3-d): the output is computed in tiles of a few output
   channels by a few outputs along the last spatial dim. The tile is small,
   so the lowering accumulates it in a local array, which gcc keeps in
