@@ -14,7 +14,8 @@ import tessera
 from tessera.backend.build_module import as_target, lower_to_tir
 from tessera.backend.lift_workspace import workspace_params
 from tessera.frontend import from_onnx
-from tessera.op.nn.conv_regions import DimGeometry, Span, plan_regions, tap_spans
+from tessera.op.nn import conv as conv_module
+from tessera.op.nn.conv_regions import DimGeometry, RegionPlan, Span, merged, plan_regions, tap_pieces, tap_spans
 from tessera.op.nn.conv_schedule import ConvGeometry
 from tessera.testing.aspp import aspp_head
 from tessera.testing.models import ort_session
@@ -127,3 +128,44 @@ def test_strided_conv_copies_only_the_phases_it_reads(k: int, dilation: int, str
     _, buffers = _scratch_bytes(model)
     planes = [shape for name, shape in buffers if name.startswith("planes")]
     assert planes and all(shape[2:4] == (1, 1) for shape in planes), buffers
+
+
+def _forced_plan(kind: str, made: list[RegionPlan]):  # type: ignore[no-untyped-def]
+    """A stand-in for `plan_regions` that always splits, the way `kind` names (and keeps its plans in `made`)."""
+
+    def plan(in_spatial, g: ConvGeometry, begins, ends) -> RegionPlan:  # type: ignore[no-untyped-def]
+        made.append(_plan(in_spatial, g, begins))
+        return made[-1]
+
+    def _plan(in_spatial, g: ConvGeometry, begins) -> RegionPlan:  # type: ignore[no-untyped-def]
+        dims = tuple(DimGeometry(in_spatial[k], g.out_shape[2 + k], g.kernel[k], g.strides[k], g.dilation[k],
+                                 begins[k]) for k in range(2))
+        channels = (g.in_channels_per_group * g.out_shape[1] // g.out_channels_per_group, g.in_channels_per_group,
+                    g.out_shape[1])
+        if kind == "per_tap":
+            return RegionPlan(dims, channels, tap_pieces(dims[0]), tap_pieces(dims[1]), per_tap=True)
+        rows, cols = tap_spans(dims[0]), tap_spans(dims[1])
+        if kind == "rows":
+            cols = (merged(cols),)
+        if kind == "merged":
+            rows, cols = (merged(rows),), (merged(cols),)
+        return RegionPlan(dims, channels, rows, cols)
+
+    return plan
+
+
+@pytest.mark.parametrize("kind", ["per_tap", "fine", "rows", "merged"])
+@pytest.mark.parametrize("c, oc, hw, dilation, pads, strides, groups", [
+    (6, 8, (9, 11), 2, (2, 2, 2, 2), (1, 1), 1),  # window regions and several-tap gathered ones
+    (5, 8, (15, 13), 6, (6, 5, 4, 7), (2, 3), 1),
+    (8, 8, (10, 10), 4, (4, 3, 5, 4), (1, 1), 4),  # grouped
+    (8, 8, (10, 10), 3, (3, 3, 3, 3), (2, 1), 8),  # depthwise
+])
+def test_every_plan_kind_matches_onnxruntime(monkeypatch: pytest.MonkeyPatch, kind: str, c: int, oc: int,
+                                             hw: tuple[int, int], dilation: int, pads: tuple[int, ...],
+                                             strides: tuple[int, int], groups: int) -> None:
+    """Whatever plan the cost model would pick, each kind of split computes the convolution."""
+    made: list[RegionPlan] = []
+    monkeypatch.setattr(conv_module, "plan_regions", _forced_plan(kind, made))
+    check_against_onnxruntime(conv_model(c, oc, hw, 3, dilation, pads, strides, groups), (1, c, *hw))
+    assert made and made[0].per_tap == (kind == "per_tap")

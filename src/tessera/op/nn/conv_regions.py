@@ -38,8 +38,12 @@ from ...tir import expr as E
 from ..schedule_context import ScheduleContext
 from .conv_schedule import WIDTH_CANDIDATES, ConvGeometry, PlanarReader, WeightReader, planar_tiles
 
-# estimated work of a region beyond its multiply-adds (stage set-up, plane copy), in position-taps
-REGION_OVERHEAD = 16
+# what one element copied, stored or stitched (scalar, guarded) costs, in vectorised multiply-adds;
+# fitted to 3x3 convolutions of 64 and 256 channels (14x14 to 65x65, dilation 4 to 36) on an AVX-512 EPYC
+ELEMENT_COST = 64
+# a gathered region of several taps finds each weight by dividing its reduction index (per multiply-add
+# group, in the inner loop): about this many times slower than a one-tap piece, measured the same way
+GATHERED_TAPS_COST = 3
 # split only when the estimate drops below this fraction of the one-plane schedule's
 WORTH_SPLITTING = 2 / 3
 
@@ -130,6 +134,7 @@ class RegionPlan:
     each is one tap over the outputs where it reads the image, and the pieces overlap (summed)."""
 
     dims: tuple[DimGeometry, DimGeometry]
+    channels: tuple[int, int, int]  # input channels, input channels per group, output channels
     rows: tuple[Span, ...]
     cols: tuple[Span, ...]
     per_tap: bool = False
@@ -138,14 +143,27 @@ class RegionPlan:
         return list(itertools.product(self.rows, self.cols))
 
     def work(self) -> int:
-        """Estimated position-taps computed: positions rounded up to whole tiles, plus an overhead per region."""
+        """Estimated cost in multiply-adds: those of each region (positions rounded up to whole tiles),
+        plus `ELEMENT_COST` for each element its input copy and its tiles hold, and each the stitch reads."""
+        h, w = self.dims
+        c_in, per_group, c_out = self.channels
         tile = min(WIDTH_CANDIDATES)
-        total = 0
+        macs = elements = computing = 0
         for r, c in self.regions():
-            if r.taps and c.taps:
-                positions = r.size * c.size if self.gathers(r, c) else r.size * self.dims[1].pitch(c)
-                total += -(-positions // tile) * tile * r.taps * c.taps + REGION_OVERHEAD
-        return total
+            if not (r.taps and c.taps):
+                continue
+            taps = r.taps * c.taps
+            if self.gathers(r, c):
+                positions, copied = r.size * c.size, taps * r.size * c.size
+            else:
+                positions, copied = r.size * w.pitch(c), h.window(r) * w.window(c)
+            positions = -(-positions // tile) * tile
+            slowdown = GATHERED_TAPS_COST if taps > 1 and self.gathers(r, c) else 1
+            macs += positions * taps * per_group * c_out * slowdown
+            elements += c_in * copied + c_out * positions
+            computing += 1
+        stitched = (computing if self.per_tap else 1) * c_out * h.out * w.out  # a sum reads every piece
+        return macs + ELEMENT_COST * (elements + stitched)
 
     def gathers(self, r: Span, c: Span) -> bool:
         """Whether region (r, c) copies each tap's inputs apart (one plane per tap, an image as small as
@@ -155,13 +173,17 @@ class RegionPlan:
         return r.taps * c.taps * r.size * c.size <= h.window(r) * w.window(c)
 
 
-def one_plane_work(dims: tuple[DimGeometry, DimGeometry], pad_after: int) -> int:
+def one_plane_work(dims: tuple[DimGeometry, DimGeometry], channels: tuple[int, int, int], pad_after: int) -> int:
     """The estimate of `RegionPlan.work` for the schedule without regions: every tap of every row,
     each row as wide as a stride phase of the padded input (`pad_after`: its padding after the last column)."""
     h, w = dims
+    c_in, per_group, c_out = channels
     pitch = -(-(w.size + w.pad + pad_after) // w.stride)
     tile = min(WIDTH_CANDIDATES)
-    return -(-(h.out * pitch) // tile) * tile * h.kernel * w.kernel
+    positions = -(-(h.out * pitch) // tile) * tile
+    copied = (positions // pitch + (h.kernel - 1) * h.dilation // h.stride + 1) * pitch * w.stride * h.stride
+    macs = positions * h.kernel * w.kernel * per_group * c_out
+    return macs + ELEMENT_COST * (c_in * copied + c_out * positions + c_out * h.out * w.out)
 
 
 def plan_regions(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int],
@@ -170,12 +192,14 @@ def plan_regions(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[in
     schedule is about as cheap (see the module doc)."""
     dims = (DimGeometry(in_spatial[0], g.out_shape[2], g.kernel[0], g.strides[0], g.dilation[0], begins[0]),
             DimGeometry(in_spatial[1], g.out_shape[3], g.kernel[1], g.strides[1], g.dilation[1], begins[1]))
+    channels = (g.in_channels_per_group * g.out_shape[1] // g.out_channels_per_group, g.in_channels_per_group,
+                g.out_shape[1])
     choices = [(tap_spans(d), (merged(tap_spans(d)),)) for d in dims]
-    plans = [RegionPlan(dims, rows, cols) for rows in choices[0] for cols in choices[1]]
+    plans = [RegionPlan(dims, channels, rows, cols) for rows in choices[0] for cols in choices[1]]
     # every tap on its own: no position computes a tap that reads padding (many small pieces, summed)
-    plans.append(RegionPlan(dims, tap_pieces(dims[0]), tap_pieces(dims[1]), per_tap=True))
+    plans.append(RegionPlan(dims, channels, tap_pieces(dims[0]), tap_pieces(dims[1]), per_tap=True))
     best = min(plans, key=RegionPlan.work)
-    return best if best.work() <= WORTH_SPLITTING * one_plane_work(dims, ends[1]) else None
+    return best if best.work() <= WORTH_SPLITTING * one_plane_work(dims, channels, ends[1]) else None
 
 
 def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: ConvGeometry, sched: ScheduleContext,
