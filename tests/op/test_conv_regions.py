@@ -4,6 +4,7 @@ numerics against onnxruntime, the split itself, and the scratch it needs (no pad
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -130,16 +131,17 @@ def test_strided_conv_copies_only_the_phases_it_reads(k: int, dilation: int, str
     assert planes and all(shape[2:4] == (1, 1) for shape in planes), buffers
 
 
-def _forced_plan(kind: str, made: list[RegionPlan]):  # type: ignore[no-untyped-def]
+def _forced_plan(kind: str, made: list[RegionPlan]) -> Callable[..., RegionPlan]:
     """A stand-in for `plan_regions` that always splits, the way `kind` names (and keeps its plans in `made`)."""
 
-    def plan(in_spatial, g: ConvGeometry, begins, ends) -> RegionPlan:  # type: ignore[no-untyped-def]
+    def plan(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int], ends: Sequence[int]) -> RegionPlan:
         made.append(_plan(in_spatial, g, begins))
         return made[-1]
 
-    def _plan(in_spatial, g: ConvGeometry, begins) -> RegionPlan:  # type: ignore[no-untyped-def]
-        dims = tuple(DimGeometry(in_spatial[k], g.out_shape[2 + k], g.kernel[k], g.strides[k], g.dilation[k],
-                                 begins[k]) for k in range(2))
+    def _plan(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int]) -> RegionPlan:
+        h, w = (DimGeometry(in_spatial[k], g.out_shape[2 + k], g.kernel[k], g.strides[k], g.dilation[k], begins[k])
+                for k in range(2))
+        dims = (h, w)
         channels = (g.in_channels_per_group * g.out_shape[1] // g.out_channels_per_group, g.in_channels_per_group,
                     g.out_shape[1])
         if kind == "per_tap":
