@@ -223,8 +223,8 @@ def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Conv
         begins = (-h.first_input(r), -w.first_input(c))
         ends = tuple(win - size - b for win, size, b in
                      zip((h.window(r), w.window(c)), data.shape[2:], begins))
-        readers[(r, c)] = planar_tiles(data, begins, ends, shifted, region.scheduled(sched),
-                                                   f"{name}_r{index}", planes_name=f"planes_r{index}")
+        readers[(r, c)] = planar_tiles(data, begins, ends, shifted, region.scheduled(sched), f"{name}_r{index}",
+                                       planes_name=f"planes_r{index}")
 
     def element(n: E.Var, ch: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
         if plan.per_tap:
@@ -310,10 +310,5 @@ def _shifted(weight: WeightReader, first_taps: tuple[int, ...]) -> WeightReader:
         return weight(c, rc, [E.add(t, k) if k else t for t, k in zip(taps, first_taps)])
 
     return read
-
-
-def region_count(plan: RegionPlan) -> int:
-    """Regions that compute (those whose taps all read padding are zeros, no stage)."""
-    return sum(1 for r, c in plan.regions() if r.taps and c.taps)
 
 
