@@ -24,17 +24,18 @@ from tessera.tir import stmt as S
 from tessera.transform import PassContext
 
 
-def conv_model(c: int, oc: int, hw: tuple[int, int], k: int, dilation: int, pads: tuple[int, ...],
-               strides: tuple[int, int] = (1, 1), groups: int = 1, seed: int = 0) -> onnx.ModelProto:
+def conv_model(c: int, oc: int, hw: tuple[int, int], k: int, dilation: int | tuple[int, int], pads: tuple[int, ...],
+               strides: tuple[int, int] = (1, 1), groups: int = 1, seed: int = 0, batch: int = 1) -> onnx.ModelProto:
     """One Conv (with bias) and a ReLU, so the region stitch also carries an epilogue."""
     rng = np.random.default_rng(seed)
     w = rng.standard_normal((oc, c // groups, k, k)).astype(np.float32)
     b = rng.standard_normal(oc).astype(np.float32)
-    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], dilations=[dilation] * 2, pads=list(pads),
+    dilations = list(dilation) if isinstance(dilation, tuple) else [dilation] * 2
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], dilations=dilations, pads=list(pads),
                             strides=list(strides), group=groups)
     graph = helper.make_graph(
         [conv, helper.make_node("Relu", ["y"], ["z"])], "conv",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, *hw])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, c, *hw])],
         [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -64,6 +65,12 @@ def test_strided_dilated_conv_with_asymmetric_pads(strides: tuple[int, int], pad
 @pytest.mark.parametrize("groups, oc", [(4, 8), (8, 8)])  # grouped and depthwise
 def test_grouped_dilated_conv(groups: int, oc: int) -> None:
     check_against_onnxruntime(conv_model(8, oc, (10, 10), 3, 4, (4,) * 4, groups=groups), (1, 8, 10, 10))
+
+
+def test_batched_conv_dilated_along_one_dim() -> None:
+    # dilation 24 along the width only (wider than the 10 columns), two images
+    model = conv_model(16, 32, (12, 10), 3, (1, 24), (1, 24, 1, 24), batch=2)
+    check_against_onnxruntime(model, (2, 16, 12, 10))
 
 
 def test_aspp_head_matches_onnxruntime() -> None:
