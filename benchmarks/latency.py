@@ -2,9 +2,10 @@
 
 Models: the nine light models of the ONNX suite with seeded random weights
 (the stored ones are constant-filled), the four MLPerf Tiny float models
-(`tessera.testing.mlperf_tiny`, random weights) and four blocks whose
+(`tessera.testing.mlperf_tiny`, random weights), four blocks whose
 convolutions and matrix products end in Clip, HardSwish, SiLU and GELU tails
-(`tessera.testing.tail_blocks`). For each model and thread
+(`tessera.testing.tail_blocks`) and a DeepLabV3-style ASPP head with dilated
+3x3 convolutions (`tessera.testing.aspp`). For each model and thread
 count, tessera's own generated C (target `c`, `GraphModule(lib,
 num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
 input; the runs alternate and the smaller of two medians counts. Optional
@@ -14,7 +15,7 @@ OpenBLAS itself stays single-threaded). Prints each model's
 tessera/onnxruntime ratios, then per column the geometric mean and the worst
 model, and the Python-side compile time of ResNet-50 (gcc excluded).
 
-    python benchmarks/latency.py                                 # all 17 models, 1 and 2 threads
+    python benchmarks/latency.py                                 # all 18 models, 1 and 2 threads
     python benchmarks/latency.py resnet50 kws_ds_cnn --threads 1 # a subset
     python benchmarks/latency.py --tuning-log tune.json --tune   # tune, then untuned and tuned columns
     python benchmarks/latency.py --target "c -mcpu=x86-64-v3"    # the AVX2 code path on any newer CPU
@@ -39,12 +40,13 @@ import onnx  # noqa: E402
 import tessera  # noqa: E402
 from tessera.frontend import from_onnx  # noqa: E402
 from tessera.testing import mlperf_tiny, tail_blocks  # noqa: E402
+from tessera.testing.aspp import ASPP_NAME, INPUT_SHAPE, aspp_head  # noqa: E402
 from tessera.testing.models import LIGHT_MODELS, data_input, light_path, ort_session, seeded_input  # noqa: E402
 from tessera.testing.weights import randomize_weights  # noqa: E402
 from tessera.transform import PassContext  # noqa: E402
 from tessera.tune import LOG_CONFIG_KEY, TuningLog, tune  # noqa: E402
 
-MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS)
+MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS, ASPP_NAME)
 ROUNDS = 2  # alternating rounds per runner; the smaller median counts
 
 
@@ -66,6 +68,8 @@ class Row:
 
 
 def load_model(name: str) -> tuple[onnx.ModelProto, str, np.ndarray]:
+    if name == ASPP_NAME:
+        return aspp_head(), "x", seeded_input(INPUT_SHAPE, seed=1)
     if name in mlperf_tiny.MODELS:
         model = onnx.load(mlperf_tiny.model_path(name))
         input_name, _ = data_input(model)

@@ -18,6 +18,7 @@ from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import Op, OpPattern, TypeRelation, register_op
 from ..schedule_context import ScheduleContext
+from .conv_regions import plan_regions, region_conv
 from .conv_schedule import ConvGeometry, conv_schedule, pad_input, planar_conv
 
 
@@ -107,12 +108,18 @@ def _make_compute(d: int):
     def compute(inputs: list[te.Tensor], attrs: ConvAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
         data, weight = inputs
         oc, icpg = weight.shape[:2]
-        g = ConvGeometry(tuple(out.shape), tuple(weight.shape[2:]), attrs.strides, attrs.dilation,
-                         icpg, oc // attrs.groups, in_spatial=tuple(data.shape[2:])).scheduled(sched)
+        geometry = ConvGeometry(tuple(out.shape), tuple(weight.shape[2:]), attrs.strides, attrs.dilation,
+                                icpg, oc // attrs.groups, in_spatial=tuple(data.shape[2:]))
 
         def read_weight(c: E.PrimExpr, rc: E.PrimExpr, taps) -> E.PrimExpr:
             return weight[(c, rc, *taps)]
 
+        if geometry.planar():
+            # large dilations: only the taps that reach the image, only the outputs there are
+            regions = plan_regions(data.shape[2:], geometry, attrs.padding[:d], attrs.padding[d:])
+            if regions is not None:
+                return region_conv(data, regions, read_weight, geometry, sched, f"conv{d}d")
+        g = geometry.scheduled(sched)
         if g.planar():
             return planar_conv(data, attrs.padding[:d], attrs.padding[d:], read_weight, g, f"conv{d}d")
         ends = attrs.padding[d:]

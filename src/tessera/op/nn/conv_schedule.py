@@ -6,6 +6,8 @@ vectorises it as a scalar-times-vector multiply-add.
 
 * Planar (every 2-d convolution, depthwise and grouped included): register
   tiles over flattened, stride-phased image planes; see `planar_conv`.
+  Dilated ones whose taps mostly read padding are split into regions that
+  skip those taps (`conv_regions`), each region through `planar_tiles`.
 * Tiled (1-d and 3-d): the output is computed in tiles of a few output
   channels by a few outputs along the last spatial dim. The tile is small,
   so the lowering accumulates it in a local array, which gcc keeps in
@@ -261,6 +263,17 @@ def _tiled(padded: te.Tensor, weight: WeightReader, g: ConvGeometry, name: str) 
 
 def planar_conv(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], weight: WeightReader,
                 g: ConvGeometry, name: str) -> te.Tensor:
+    """A 2-d convolution of `data` (padded by `begins`/`ends`) in NCHW: `planar_tiles`, copied out."""
+    read = planar_tiles(data, begins, ends, weight, g, name)
+    return te.compute(g.out_shape, read, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])
+
+
+# (n, c, y, x) -> output element (c, y, x) of image n in a `planar_tiles` result
+PlanarReader = Callable[[E.PrimExpr, E.PrimExpr, E.PrimExpr, E.PrimExpr], E.PrimExpr]
+
+
+def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], weight: WeightReader,
+                 g: ConvGeometry, name: str, planes_name: str = "planes") -> PlanarReader:
     """A 2-d convolution of `data` (padded by `begins`/`ends`) as register tiles over flattened planes.
 
     The input is regrouped once, padding included, into `planes[n, c, ph, pw,
@@ -297,7 +310,10 @@ def planar_conv(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], wei
         # the read happens only inside the image: straight indices, which gcc vectorises as masked loads
         return E.select(inside, data[(n, c, h, w)], E.const(0, data.dtype), guarded=True)
 
-    planes = te.compute((n_, c_in, sh, sw, rows, pitch), plane, name="planes",
+    # only the stride phases some tap reads: a 1x1 convolution of stride 2 copies a quarter of its input
+    phases = tuple(s if any(k * d % s for k in range(kernel)) else 1
+                   for s, d, kernel in zip(g.strides, g.dilation, g.kernel))
+    planes = te.compute((n_, c_in, *phases, rows, pitch), plane, name=planes_name,
                         axis_names=["n", "c", "ph", "pw", "r", "x"], materialize=True)
     rc, (rkh, rkw) = _reduce_axes(g)
 
@@ -309,7 +325,8 @@ def planar_conv(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], wei
         # flat offset q within the (ph, pw) plane: the lowering indexes
         # buffers by flat offset, so an index past the last axis's extent
         # addresses the following rows
-        a = planes[(n, channel, E.floormod(th, sh), E.floormod(tw, sw), 0, q)]
+        phase = [E.floormod(t, s) if kept == s else 0 for t, s, kept in zip((th, tw), (sh, sw), phases)]
+        a = planes[(n, channel, *phase, 0, q)]
         return te.sum(E.mul(a, weight(c, rc.var, [rkh.var, rkw.var])), [rc, rkh, rkw])
 
     tiles = te.compute((n_, oc // cb, cb, blocks, width), element, name=name,
@@ -319,8 +336,8 @@ def planar_conv(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], wei
                        register_tile=True, unroll=["rk1"])
     channel_stride = blocks * width
 
-    def untile(n: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+    def untile(n: E.PrimExpr, c: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr) -> E.PrimExpr:
         # element (n, c, y * W' + x) of the tiles in row-major order (flat offset, as above)
         return tiles[(n, 0, 0, 0, E.add(E.mul(c, channel_stride), E.add(E.mul(y, pitch), x)))]
 
-    return te.compute(g.out_shape, untile, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])
+    return untile
