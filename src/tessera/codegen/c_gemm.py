@@ -1,0 +1,118 @@
+"""C text of the packed-panel float32 GEMM (`ts_sgemm_<MR>x<NR>`, see `tessera.op.nn.gemm`).
+
+The microkernel is written three times behind the C compiler's ISA macros:
+AVX-512F intrinsics when NR is a multiple of 16, AVX2 + FMA intrinsics when
+it is a multiple of 8, and plain C (which gcc vectorises for what it has)
+for any other target. The schedule picks NR from the target's vector width,
+so the branch compiled is the one it sized the tile for. Accumulators are
+named scalars of vector type, one per (row, vector), so they stay in
+registers. Same text for every target, so builds stay deterministic.
+"""
+
+from __future__ import annotations
+
+from ..op.nn.gemm import GemmKernel
+
+# (C macro guard, vector type, float lanes, intrinsic prefix) per ISA, widest first
+_ISAS = (
+    ("defined(__AVX512F__)", "__m512", 16, "_mm512"),
+    ("defined(__AVX2__) && defined(__FMA__)", "__m256", 8, "_mm256"),
+)
+
+HEADERS = r"""#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif"""
+
+
+def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
+    nv = g.nr // lanes
+    acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(g.mr)]
+    lines = [f"  {vtype} {', '.join(f'{n} = {mm}_setzero_ps()' for n in row)};" for row in acc]
+    lines += [
+        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {",
+        f"    {vtype} {', '.join(f'b{v} = {mm}_loadu_ps(b + {v * lanes})' for v in range(nv))};",
+    ]
+    for r in range(g.mr):
+        fmas = " ".join(f"{acc[r][v]} = {mm}_fmadd_ps(x, b{v}, {acc[r][v]});" for v in range(nv))
+        lines.append(f"    {{ {vtype} x = {mm}_set1_ps(a[{r}]); {fmas} }}")
+    lines += ["  }", "  if (mv == MR && nv == NR) {"]
+    for r in range(g.mr):
+        for v in range(nv):
+            at = f"c + {r} * ldc + {v * lanes}"
+            lines.append(f"    {mm}_storeu_ps({at}, add ? {mm}_add_ps({acc[r][v]}, {mm}_loadu_ps({at})) : {acc[r][v]});")
+    lines += ["    return;", "  }", "  float t[MR * NR];"]
+    lines += [f"  {mm}_storeu_ps(t + {r * g.nr + v * lanes}, {acc[r][v]});" for r in range(g.mr) for v in range(nv)]
+    return lines
+
+
+def _plain_body() -> list[str]:
+    return [
+        "  float t[MR * NR] = {0};",
+        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR)",
+        "    for (int r = 0; r < MR; ++r)",
+        "      for (int j = 0; j < NR; ++j) t[r * NR + j] += a[r] * b[j];",
+    ]
+
+
+def microkernel_source(g: GemmKernel) -> str:
+    """`<symbol>_tile(kc, a, b, c, ldc, mv, nv, add)`: C[:mv, :nv] (+)= A panel . B panel."""
+    lines = [f"static inline void {g.symbol}_tile(int64_t kc, const float* restrict a, const float* restrict b,",
+             "    float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add) {",
+             f"  enum {{ MR = {g.mr}, NR = {g.nr} }};"]
+    isas = [isa for isa in _ISAS if g.nr % isa[2] == 0]
+    for n, (guard, vtype, lanes, mm) in enumerate(isas):
+        lines.append(f"#{'if' if n == 0 else 'elif'} {guard}")
+        lines += _vector_body(g, vtype, lanes, mm)
+    lines.append("#else")
+    lines += _plain_body()
+    lines.append("#endif")
+    lines += [
+        "  /* a ragged tile: only rows < mv and columns < nv exist in C */",
+        "  for (int64_t r = 0; r < mv; ++r)",
+        "    for (int64_t j = 0; j < nv; ++j) c[r * ldc + j] = add ? c[r * ldc + j] + t[r * NR + j] : t[r * NR + j];",
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+def driver_source(g: GemmKernel) -> str:
+    """`<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc)`: the blocked loops and packing."""
+    s = g.symbol
+    return f"""static void {s}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
+  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc} }};
+  /* A's block as MR-row micro-panels and one NR-column micro-panel of B, both k-major */
+  float pa[MC * KC] __attribute__((aligned(64)));
+  float pb[KC * NR] __attribute__((aligned(64)));
+  for (int64_t p0 = 0; p0 < k; p0 += KC) {{
+    const int64_t kc = k - p0 < KC ? k - p0 : KC;
+    for (int64_t i0 = 0; i0 < m; i0 += MC) {{
+      const int64_t mc = m - i0 < MC ? m - i0 : MC;
+      for (int64_t ir = 0; ir < mc; ir += MR) {{
+        float* dst = pa + ir * kc;
+        const int64_t mv = mc - ir < MR ? mc - ir : MR;
+        for (int64_t r = 0; r < MR; ++r) {{
+          const float* src = a + (i0 + ir + r) * a_rs + p0 * a_cs;
+          if (r < mv) for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = src[p * a_cs];
+          else for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = 0.0f;
+        }}
+      }}
+      for (int64_t j0 = 0; j0 < n; j0 += NR) {{
+        const int64_t nv = n - j0 < NR ? n - j0 : NR;
+        for (int64_t p = 0; p < kc; ++p) {{
+          const float* src = b + (p0 + p) * b_rs + j0 * b_cs;
+          float* dst = pb + p * NR;
+          if (nv == NR && b_cs == 1) for (int64_t j = 0; j < NR; ++j) dst[j] = src[j];
+          else for (int64_t j = 0; j < NR; ++j) dst[j] = j < nv ? src[j * b_cs] : 0.0f;
+        }}
+        for (int64_t ir = 0; ir < mc; ir += MR)
+          {s}_tile(kc, pa + ir * kc, pb, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
+      }}
+    }}
+  }}
+}}"""
+
+
+def gemm_source(g: GemmKernel) -> str:
+    """The microkernel and its driver, for a translation unit that already includes HEADERS."""
+    return microkernel_source(g) + "\n" + driver_source(g)
