@@ -2,7 +2,9 @@
 
 Models: the nine light models of the ONNX suite with seeded random weights
 (the stored ones are constant-filled) and the four MLPerf Tiny float models
-(`tessera.testing.mlperf_tiny`, random weights). For each model and thread
+(`tessera.testing.mlperf_tiny`, random weights), and two matmul-bound
+transformer encoder layers (`encoder_block.py`: ViT-B/16 at 197 tokens, BERT-base
+at 128). For each model and thread
 count, tessera's own generated C (target `c`, `GraphModule(lib,
 num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
 input; the runs alternate and the smaller of two medians counts. Optional
@@ -12,7 +14,7 @@ OpenBLAS itself stays single-threaded). Prints each model's
 tessera/onnxruntime ratios, then per column the geometric mean and the worst
 model, and the Python-side compile time of ResNet-50 (gcc excluded).
 
-    python benchmarks/latency.py                                 # all 13 models, 1 and 2 threads
+    python benchmarks/latency.py                                 # all 15 models, 1 and 2 threads
     python benchmarks/latency.py resnet50 kws_ds_cnn --threads 1 # a subset
     python benchmarks/latency.py --tuning-log tune.json --tune   # tune, then untuned and tuned columns
 """
@@ -41,7 +43,10 @@ from tessera.testing.weights import randomize_weights  # noqa: E402
 from tessera.transform import PassContext  # noqa: E402
 from tessera.tune import LOG_CONFIG_KEY, TuningLog, tune  # noqa: E402
 
-MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import encoder_block  # noqa: E402
+
+MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *encoder_block.BLOCKS)
 ROUNDS = 2  # alternating rounds per runner; the smaller median counts
 
 
@@ -63,6 +68,8 @@ class Row:
 
 
 def load_model(name: str) -> tuple[onnx.ModelProto, str, np.ndarray]:
+    if name in encoder_block.BLOCKS:
+        return encoder_block.build(name), "x", encoder_block.sample_input(name)
     if name in mlperf_tiny.MODELS:
         model = onnx.load(mlperf_tiny.model_path(name))
         input_name, _ = data_input(model)
@@ -166,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tune", action="store_true", help="first tune the models into --tuning-log (resumes)")
     parser.add_argument("--tune-budget", type=float, default=120.0, help="seconds of tuning per model, at most")
     parser.add_argument("--blas", action="store_true", help="add a column for the blas target")
+    parser.add_argument("--target", default="c", help="the host target of the c column, e.g. 'c -mcpu=x86-64-v3' "
+                        "for the AVX2 path on an AVX-512 machine (default c: this CPU)")
     parser.add_argument("--repeat", type=int, default=200, help="runs per median, at most (the budget ends it sooner)")
     parser.add_argument("--budget", type=float, default=16.0,
                         help="seconds of timing per model (all thread counts and columns), about")
@@ -181,9 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     models = args.models or list(MODELS)
     if args.tune:
         tune_models(models, args.tuning_log, args.tune_budget)
-    variants = [Variant("c", "c")]
+    variants = [Variant("c", args.target)]
     if args.tuning_log:
-        variants.append(Variant("c+log", "c", TuningLog.load(args.tuning_log)))
+        variants.append(Variant("c+log", args.target, TuningLog.load(args.tuning_log)))
     if args.blas:
         variants.append(Variant("blas", "blas"))
     started = time.perf_counter()
