@@ -19,6 +19,8 @@ _ISAS = (
     ("defined(__AVX2__) && defined(__FMA__)", "__m256", 8, "_mm256"),
 )
 
+PARALLEL_WORK = 1 << 20  # multiply-adds of one (K block, M block) worth an OpenMP fork (a few microseconds)
+
 HEADERS = r"""#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif"""
@@ -75,36 +77,52 @@ def microkernel_source(g: GemmKernel) -> str:
     return "\n".join(lines)
 
 
+def packing_source(g: GemmKernel) -> str:
+    """`<symbol>_pack_a(mv, kc, a, a_rs, a_cs, pa)`: one MR-row micro-panel of A, `pa[p * MR + r]`;
+    `<symbol>_pack_b(nv, kc, b, b_rs, b_cs, pb)`: one NR-column micro-panel of B, `pb[p * NR + j]`.
+    Rows r >= mv and columns j >= nv are zero, so the microkernel always runs whole tiles."""
+    s = g.symbol
+    return f"""static inline void {s}_pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs,
+    float* restrict pa) {{
+  enum {{ MR = {g.mr} }};
+  for (int64_t r = 0; r < MR; ++r) {{
+    const float* src = a + r * a_rs;
+    if (r < mv) for (int64_t p = 0; p < kc; ++p) pa[p * MR + r] = src[p * a_cs];
+    else for (int64_t p = 0; p < kc; ++p) pa[p * MR + r] = 0.0f;
+  }}
+}}
+static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs,
+    float* restrict pb) {{
+  enum {{ NR = {g.nr} }};
+  for (int64_t p = 0; p < kc; ++p, pb += NR) {{
+    const float* src = b + p * b_rs;
+    if (nv == NR && b_cs == 1) for (int64_t j = 0; j < NR; ++j) pb[j] = src[j];
+    else for (int64_t j = 0; j < NR; ++j) pb[j] = j < nv ? src[j * b_cs] : 0.0f;
+  }}
+}}"""
+
+
 def driver_source(g: GemmKernel) -> str:
-    """`<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc)`: the blocked loops and packing."""
+    """`<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc)`: the blocked loops around packing and tiles."""
     s = g.symbol
     return f"""static void {s}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
     const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
-  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc} }};
-  /* A's block as MR-row micro-panels and one NR-column micro-panel of B, both k-major */
-  float pa[MC * KC] __attribute__((aligned(64)));
-  float pb[KC * NR] __attribute__((aligned(64)));
+  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, PARALLEL_WORK = {PARALLEL_WORK} }};
+  float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
   for (int64_t p0 = 0; p0 < k; p0 += KC) {{
     const int64_t kc = k - p0 < KC ? k - p0 : KC;
     for (int64_t i0 = 0; i0 < m; i0 += MC) {{
       const int64_t mc = m - i0 < MC ? m - i0 : MC;
-      for (int64_t ir = 0; ir < mc; ir += MR) {{
-        float* dst = pa + ir * kc;
-        const int64_t mv = mc - ir < MR ? mc - ir : MR;
-        for (int64_t r = 0; r < MR; ++r) {{
-          const float* src = a + (i0 + ir + r) * a_rs + p0 * a_cs;
-          if (r < mv) for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = src[p * a_cs];
-          else for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = 0.0f;
-        }}
-      }}
+      for (int64_t ir = 0; ir < mc; ir += MR)
+        {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
+      /* threads split the micro-panels of B (each packs its own); small blocks stay on one thread */
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) if (mc * n * kc >= PARALLEL_WORK)
+#endif
       for (int64_t j0 = 0; j0 < n; j0 += NR) {{
+        float pb[KC * NR] __attribute__((aligned(64)));  /* L1-resident across the row panels */
         const int64_t nv = n - j0 < NR ? n - j0 : NR;
-        for (int64_t p = 0; p < kc; ++p) {{
-          const float* src = b + (p0 + p) * b_rs + j0 * b_cs;
-          float* dst = pb + p * NR;
-          if (nv == NR && b_cs == 1) for (int64_t j = 0; j < NR; ++j) dst[j] = src[j];
-          else for (int64_t j = 0; j < NR; ++j) dst[j] = j < nv ? src[j * b_cs] : 0.0f;
-        }}
+        {s}_pack_b(nv, kc, b + p0 * b_rs + j0 * b_cs, b_rs, b_cs, pb);
         for (int64_t ir = 0; ir < mc; ir += MR)
           {s}_tile(kc, pa + ir * kc, pb, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
       }}
@@ -114,5 +132,5 @@ def driver_source(g: GemmKernel) -> str:
 
 
 def gemm_source(g: GemmKernel) -> str:
-    """The microkernel and its driver, for a translation unit that already includes HEADERS."""
-    return microkernel_source(g) + "\n" + driver_source(g)
+    """The microkernel, packing and driver, for a translation unit that already includes HEADERS."""
+    return "\n".join((microkernel_source(g), packing_source(g), driver_source(g)))
