@@ -109,10 +109,12 @@ def driver_source(g: GemmKernel) -> str:
     const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
   enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, PARALLEL_WORK = {PARALLEL_WORK} }};
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
+  /* blocks of A of even height (whole micro-panels): every packed B micro-panel serves as many rows */
+  const int64_t mblocks = (m + MC - 1) / MC, mstep = ((m + mblocks - 1) / mblocks + MR - 1) / MR * MR;
   for (int64_t p0 = 0; p0 < k; p0 += KC) {{
     const int64_t kc = k - p0 < KC ? k - p0 : KC;
-    for (int64_t i0 = 0; i0 < m; i0 += MC) {{
-      const int64_t mc = m - i0 < MC ? m - i0 : MC;
+    for (int64_t i0 = 0; i0 < m; i0 += mstep) {{
+      const int64_t mc = m - i0 < mstep ? m - i0 : mstep;
       for (int64_t ir = 0; ir < mc; ir += MR)
         {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
       /* threads split the micro-panels of B (each packs its own); small blocks stay on one thread */
