@@ -46,12 +46,15 @@ def require_level(level: str) -> None:
         pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}, so {level} code cannot run here")
 
 
-def compile_kernel(g: GemmKernel, branch: str, tmp_path) -> ctypes.CDLL:
+def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -> ctypes.CDLL:
     if branch != "plain":
         require_level(BRANCHES[branch])
     source = "#include <stdint.h>\n" + HEADERS + "\n" + gemm_source(g) + WRAPPERS.replace("SYM", g.symbol)
+    if openmp:
+        source += "void set_threads(int n) { omp_set_num_threads(n); }\n"
     (tmp_path / "gemm.c").write_text(source)
     march = [f"-march={BRANCHES[branch]}"] if X86 else []
+    march += ["-fopenmp"] if openmp else []
     subprocess.run(["gcc", "-O2", "-std=gnu11", "-shared", "-fPIC", "-Wall", "-Werror", *march, "-o",
                     str(tmp_path / "gemm.so"), str(tmp_path / "gemm.c")], check=True)
     lib = ctypes.CDLL(str(tmp_path / "gemm.so"))
@@ -84,6 +87,21 @@ def test_kernel_matches_numpy_on_ragged_and_transposed_operands(kernel, branch, 
         c = np.zeros((m, n), np.float32)
         lib.gemm(m, n, k, addr(at), 1, m, addr(bt), 1, k, addr(c), n)
         np.testing.assert_allclose(c, want, rtol=tol, atol=tol, err_msg=f"transposed {(m, n, k)}")
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_split_the_columns_and_compute_the_same(threads, tmp_path):
+    """With OpenMP, a large product runs as one share of B's micro-panels per thread (uneven shares too)."""
+    lib = compile_kernel(GemmKernel(6, 16), "plain", tmp_path, openmp=True)
+    lib.set_threads(threads)
+    rng = np.random.default_rng(3)
+    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5)]:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        c = np.full((m, n), np.nan, np.float32)
+        lib.gemm(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(c), n)
+        tol = 4e-5 * np.sqrt(k)
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=tol, atol=tol, err_msg=f"{(m, n, k)}")
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)

@@ -19,10 +19,13 @@ _ISAS = (
     ("defined(__AVX2__) && defined(__FMA__)", "__m256", 8, "_mm256"),
 )
 
-PARALLEL_WORK = 1 << 20  # multiply-adds of one (K block, M block) worth an OpenMP fork (a few microseconds)
+PARALLEL_WORK = 1 << 21  # multiply-adds worth an OpenMP fork and join (a few microseconds)
 
 HEADERS = r"""#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
+#endif
+#if defined(_OPENMP)
+#include <omp.h>
 #endif"""
 
 
@@ -103,12 +106,17 @@ static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_
 
 
 def driver_source(g: GemmKernel) -> str:
-    """`<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc)`: the blocked loops around packing and tiles."""
+    """`<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc)`: the blocked loops around packing and tiles.
+
+    Threads split the columns of C, one contiguous share of micro-panels each, and run the whole blocked
+    product on their share (each packs its own A block): one fork and one join per call, no barrier
+    inside, so a thread delayed by a busy core holds up the others only once."""
     s = g.symbol
-    return f"""static void {s}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
-  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, PARALLEL_WORK = {PARALLEL_WORK} }};
+    return f"""static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, int64_t j_first, int64_t j_end) {{
+  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc} }};
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
+  float pb[KC * NR] __attribute__((aligned(64)));  /* one micro-panel of B, L1-resident across the rows */
   /* blocks of A of even height (whole micro-panels): every packed B micro-panel serves as many rows */
   const int64_t mblocks = (m + MC - 1) / MC, mstep = ((m + mblocks - 1) / mblocks + MR - 1) / MR * MR;
   for (int64_t p0 = 0; p0 < k; p0 += KC) {{
@@ -117,12 +125,7 @@ def driver_source(g: GemmKernel) -> str:
       const int64_t mc = m - i0 < mstep ? m - i0 : mstep;
       for (int64_t ir = 0; ir < mc; ir += MR)
         {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
-      /* threads split the micro-panels of B (each packs its own); small blocks stay on one thread */
-#if defined(_OPENMP)
-#pragma omp parallel for schedule(static) if (mc * n * kc >= PARALLEL_WORK)
-#endif
-      for (int64_t j0 = 0; j0 < n; j0 += NR) {{
-        float pb[KC * NR] __attribute__((aligned(64)));  /* L1-resident across the row panels */
+      for (int64_t j0 = j_first; j0 < j_end; j0 += NR) {{
         const int64_t nv = n - j0 < NR ? n - j0 : NR;
         {s}_pack_b(nv, kc, b + p0 * b_rs + j0 * b_cs, b_rs, b_cs, pb);
         for (int64_t ir = 0; ir < mc; ir += MR)
@@ -130,6 +133,23 @@ def driver_source(g: GemmKernel) -> str:
       }}
     }}
   }}
+}}
+static void {s}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
+#if defined(_OPENMP)
+  enum {{ NR = {g.nr} }};
+  const int64_t panels = (n + NR - 1) / NR;
+  if (m * n * k >= {PARALLEL_WORK} && panels > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {{
+#pragma omp parallel
+    {{
+      const int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t first = panels * t / parts * NR, end = panels * (t + 1) / parts * NR;
+      {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, first, end < n ? end : n);
+    }}
+    return;
+  }}
+#endif
+  {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, 0, n);
 }}"""
 
 
