@@ -4,8 +4,10 @@ Models: the nine light models of the ONNX suite with seeded random weights
 (the stored ones are constant-filled), the four MLPerf Tiny float models
 (`tessera.testing.mlperf_tiny`, random weights), four blocks whose
 convolutions and matrix products end in Clip, HardSwish, SiLU and GELU tails
-(`tessera.testing.tail_blocks`) and a DeepLabV3-style ASPP head with dilated
-3x3 convolutions (`tessera.testing.aspp`). For each model and thread
+(`tessera.testing.tail_blocks`), a DeepLabV3-style ASPP head with dilated
+3x3 convolutions (`tessera.testing.aspp`) and two matmul-bound transformer
+encoder layers (`encoder_block.py`: ViT-B/16 at 197 tokens, BERT-base at
+128). For each model and thread
 count, tessera's own generated C (target `c`, `GraphModule(lib,
 num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
 input; the runs alternate and the smaller of two medians counts. Optional
@@ -15,7 +17,7 @@ OpenBLAS itself stays single-threaded). Prints each model's
 tessera/onnxruntime ratios, then per column the geometric mean and the worst
 model, and the Python-side compile time of ResNet-50 (gcc excluded).
 
-    python benchmarks/latency.py                                 # all 18 models, 1 and 2 threads
+    python benchmarks/latency.py                                 # all 20 models, 1 and 2 threads
     python benchmarks/latency.py resnet50 kws_ds_cnn --threads 1 # a subset
     python benchmarks/latency.py --tuning-log tune.json --tune   # tune, then untuned and tuned columns
     python benchmarks/latency.py --target "c -mcpu=x86-64-v3"    # the AVX2 code path on any newer CPU
@@ -46,7 +48,10 @@ from tessera.testing.weights import randomize_weights  # noqa: E402
 from tessera.transform import PassContext  # noqa: E402
 from tessera.tune import LOG_CONFIG_KEY, TuningLog, tune  # noqa: E402
 
-MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS, ASPP_NAME)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import encoder_block  # noqa: E402
+
+MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS, ASPP_NAME, *encoder_block.BLOCKS)
 ROUNDS = 2  # alternating rounds per runner; the smaller median counts
 
 
@@ -70,6 +75,8 @@ class Row:
 def load_model(name: str) -> tuple[onnx.ModelProto, str, np.ndarray]:
     if name == ASPP_NAME:
         return aspp_head(), "x", seeded_input(INPUT_SHAPE, seed=1)
+    if name in encoder_block.BLOCKS:
+        return encoder_block.build(name), "x", encoder_block.sample_input(name)
     if name in mlperf_tiny.MODELS:
         model = onnx.load(mlperf_tiny.model_path(name))
         input_name, _ = data_input(model)
@@ -177,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tune", action="store_true", help="first tune the models into --tuning-log (resumes)")
     parser.add_argument("--tune-budget", type=float, default=120.0, help="seconds of tuning per model, at most")
     parser.add_argument("--blas", action="store_true", help="add a column for the blas target")
-    parser.add_argument("--target", default="c", help='the target of the c columns (default c; e.g. "c -mcpu=x86-64-v3")')
+    parser.add_argument("--target", default="c", help="the host target of the c columns, e.g. 'c -mcpu=x86-64-v3' "
+                        "for the AVX2 path on an AVX-512 machine (default c: this CPU)")
     parser.add_argument("--repeat", type=int, default=200, help="runs per median, at most (the budget ends it sooner)")
     parser.add_argument("--budget", type=float, default=16.0,
                         help="seconds of timing per model (all thread counts and columns), about")

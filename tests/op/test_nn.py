@@ -143,8 +143,11 @@ def test_conv_and_matmul_use_register_tiles() -> None:
     body = relay.Tuple((conv.conv2d(x, w, strides=(1, 1), padding=(1,) * 4, dilation=(1, 1)), matmul.matmul(a, a)))
     lib = tessera.build(relay.IRModule.from_expr(relay.Function((x, w, a), body)))
     source = "".join(lib.c_sources.values())
-    width = min(max(2 * float32_lanes(Target("c")), 16), 32)  # two vector registers of positions, 16..32
-    assert f"float conv2d_tile[{8 * width}];" in source and "float matmul_tile[" in source  # 8 channels
+    lanes = float32_lanes(Target("c"))
+    width = min(max(2 * lanes, 16), 32)  # two vector registers of positions, 16..32
+    # the matmul: the packed-panel GEMM microkernel (op/nn/gemm.py) from AVX2 on, else a register tile
+    matmul_code = "static void ts_sgemm_" if lanes >= 8 else "float matmul_tile["
+    assert f"float conv2d_tile[{8 * width}];" in source and matmul_code in source  # 8 channels
 
 
 def test_conv_rejects_channel_mismatch() -> None:

@@ -304,5 +304,6 @@ def test_layer_on_cortex_m4(op):
         np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
     host = tessera.build(mod, params=params, executor="aot", mod_name="layer")
     projection = 20 * 2 * 2 * GATES[op] * 16 * 4  # steps x dirs x batch x gate rows, float32
-    assert lib.program.pool_size <= host.program.pool_size - projection
+    # the host holds the projection; the board's whole pool is smaller than that one buffer
+    assert lib.program.pool_size < projection <= host.program.pool_size
     assert 0 < run.sizes.arena < host.program.pool_size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 
 import numpy as np
 import pytest
@@ -12,21 +13,22 @@ from tessera import relay
 from tessera.backend.build_module import build_graph, fuse, lower_fused
 from tessera.errors import RuntimeExecutionError
 from tessera.op import elemwise as ew
-from tessera.op.nn import conv
+from tessera.op.nn import conv, matmul
 from tessera.op.nn.conv import conv_reference, ConvAttrs
 from tessera.op.nn.conv_schedule import ConvGeometry
 from tessera.target import Target
-from tessera.target.simd import native_cpu_flags
+from tessera.target.simd import missing_level_features, native_cpu_flags
 from tessera.transform import PassContext
 from tessera.tune import Record, ScheduleContext, TuningLog, extract_tasks
 
 
-def _build_forcing(mod, config: dict[str, int]):
-    """`mod` built for `c` with the only tunable workload's schedule forced to `config`, as the tuner does."""
+def _build_forcing(mod, config: dict[str, int], target: str = "c"):
+    """`mod` built for `target` with the only tunable workload's schedule forced to `config`, as the tuner does."""
     ctx, quiet = PassContext(), lambda msg: None
-    (task,) = extract_tasks(mod, "c")
-    fused = fuse(mod, Target("c"), None, ctx, quiet, "default")
-    return build_graph(lower_fused(fused, Target("c"), ctx, quiet, "default", forced={task.workload: config}), quiet)
+    (task,) = extract_tasks(mod, target)
+    fused = fuse(mod, Target(target), None, ctx, quiet, "default")
+    return build_graph(lower_fused(fused, Target(target), ctx, quiet, "default", forced={task.workload: config}),
+                       quiet)
 
 
 def _conv_module(shape, weight, strides, padding, dilation, groups, relu=False):
@@ -179,22 +181,40 @@ def test_a_haswell_build_uses_two_avx2_vectors_per_tile_row():
     np.testing.assert_allclose(lib(x)[0], ref, rtol=1e-4, atol=1e-4)
 
 
-def test_every_matmul_tile_the_tuner_may_choose_computes_the_same_result():
-    from tessera.op.nn import matmul
-
+def _matmul_module():
     rng = np.random.default_rng(4)
     a = relay.Var("a", relay.TensorType((24, 40), "float32"))
     b = rng.standard_normal((40, 64)).astype(np.float32)
     mod = relay.IRModule.from_expr(relay.Function((a,), matmul.matmul(a, relay.const(b))))
-    x = rng.standard_normal((24, 40)).astype(np.float32)
-    expected = tessera.build(mod)(x)[0]
-    (task,) = extract_tasks(mod, "c")
+    return mod, rng.standard_normal((24, 40)).astype(np.float32), b
+
+
+def test_every_matmul_tile_the_tuner_may_choose_computes_the_same_result():
+    """The register-tiled schedule, kept for targets without AVX2 (baseline x86-64: SSE2)."""
+    target = "c -mcpu=x86-64" if platform.machine() == "x86_64" else "c"
+    mod, x, b = _matmul_module()
+    expected = tessera.build(mod, target=target)(x)[0]
+    (task,) = extract_tasks(mod, target)
     choice = task.choice
     assert task.workload.op == "matmul" and choice.default == {"rows": 6, "cols": 16}
     assert {"rows": 8, "cols": 32} in choice.candidates and len(choice.candidates) == 15  # 5 row x 3 column counts
     np.testing.assert_allclose(expected, x @ b, rtol=1e-4, atol=1e-4)
     for config in choice.candidates:
-        np.testing.assert_allclose(_build_forcing(mod, config)(x)[0], expected, rtol=1e-5, atol=1e-5,
+        np.testing.assert_allclose(_build_forcing(mod, config, target)(x)[0], expected, rtol=1e-5, atol=1e-5,
+                                   err_msg=str(config))
+
+
+@pytest.mark.parametrize("level, default", [("x86-64-v3", {"mr": 6, "nr": 16}), ("x86-64-v4", {"mr": 12, "nr": 32})])
+def test_every_gemm_microkernel_the_tuner_may_choose_computes_the_same_result(level, default):
+    """AVX2 and AVX-512 targets run float32 products as the packed-panel GEMM (op/nn/gemm.py)."""
+    if platform.machine() != "x86_64" or missing_level_features(level):
+        pytest.skip(f"this CPU cannot run {level} code")
+    target = f"c -mcpu={level}"
+    mod, x, b = _matmul_module()
+    (task,) = extract_tasks(mod, target)
+    assert task.workload.op == "gemm" and task.choice.default == default and default in task.choice.candidates
+    for config in task.choice.candidates:
+        np.testing.assert_allclose(_build_forcing(mod, config, target)(x)[0], x @ b, rtol=1e-4, atol=1e-4,
                                    err_msg=str(config))
 
 

@@ -53,8 +53,11 @@ def test_conv_register_tile_follows_the_vector_width(target):
     """8 output channels x two vector registers of positions (clamped to 16..32 positions)."""
     lib = tessera.build(relay.IRModule.from_expr(conv_and_matmul()), target=target)
     source = "".join(lib.c_sources.values())
-    width = min(max(2 * float32_lanes(Target(target)), 16), 32)
-    assert f"float conv2d_tile[{8 * width}];" in source and "float matmul_tile[" in source
+    lanes = float32_lanes(Target(target))
+    width = min(max(2 * lanes, 16), 32)
+    # the matmul: a packed-panel GEMM (6x16 AVX2, 12x32 AVX-512) where there are 8 lanes or more
+    matmul_code = {4: "float matmul_tile[", 8: "static void ts_sgemm_6x16(", 16: "static void ts_sgemm_12x32("}
+    assert f"float conv2d_tile[{8 * width}];" in source and matmul_code[lanes] in source
 
 
 @pytest.mark.parametrize("level", LEVELS)

@@ -31,6 +31,9 @@ from ..tir.layout import flat_index
 from ..util.dispatch import TypeDispatch
 from .c_fast_math import DEPENDS as FAST_MATH_DEPENDS
 from .c_fast_math import INTRINSICS as FAST_MATH
+from ..op.nn.gemm import GemmKernel
+from .c_gemm import HEADERS as GEMM_HEADERS
+from .c_gemm import gemm_source
 from .c_helpers import helper_name, helper_source
 from .c_reserved import RESERVED_WORDS
 from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
@@ -169,6 +172,11 @@ class CodeGenC:
         if name not in self._helpers:
             self._helpers[name] = helper_source(kind, dtype)
         return name
+
+    def declare_gemm(self, kernel: GemmKernel) -> None:
+        """Define the packed-panel GEMM `kernel.symbol` (and the ISA headers it needs) in this unit."""
+        self._helpers.setdefault("ts_sgemm_headers", GEMM_HEADERS)
+        self._helpers.setdefault(kernel.symbol, gemm_source(kernel))
 
     def note_workspace(self) -> None:
         self._uses_workspace = True
@@ -490,6 +498,9 @@ class _FunctionWriter:
             return self._dot_slide2_int8(e)
         args = [self.expr(a) for a in e.args]
         if isinstance(e.func, str):
+            gemm = GemmKernel.from_symbol(e.func)
+            if gemm is not None:
+                self.gen.declare_gemm(gemm)
             return self.gen.emit_extern_call(e.func, args, e)
         d = e.args[0].dtype if e.args else e.dtype
         if d == "float32" and e.func.value in FAST_MATH:

@@ -1,5 +1,7 @@
 """Matrix products: `nn.matmul` (NumPy semantics) and `nn.dense` (x · wᵀ).
 
+float32 products of matrices with enough rows run as a packed-panel GEMM
+microkernel sized for the target's vector registers (see `gemm`). Otherwise
 `nn.matmul` runs k outside n so the innermost loop streams a row of the
 right-hand matrix and of the output: contiguous, vectorisable. When the
 output's last two dims divide into small tiles, a tile of rows x columns
@@ -23,6 +25,7 @@ from ...tir import expr as E
 from .._util import as_tensor, broadcast_indices, broadcast_shapes, same_dtype
 from ..registry import OpPattern, register_op
 from ..schedule_context import ScheduleContext
+from .gemm import gemm_product
 
 
 def _matmul_type(types: tuple[Type, ...], attrs: object) -> Type:
@@ -122,6 +125,9 @@ def _tiled_matmul(a: te.Tensor, b: te.Tensor, out: TensorType, rows: int, cols: 
 
 def _matmul_compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     a, b = inputs
+    packed = gemm_product(a, b, out, sched)
+    if packed is not None:
+        return packed
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
     tile = None if a_vec or b_vec else _tile(tuple(out.shape), a.shape[-1], sched)
     if tile is not None:
@@ -168,6 +174,9 @@ def _dense_type(types: tuple[Type, ...], attrs: object) -> Type:
 
 def _dense_compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x, w = inputs
+    packed = gemm_product(x, w, out, sched, transpose_b=True)  # w's transpose folds into B's packing
+    if packed is not None:
+        return packed
     rk = te.reduce_axis(x.shape[1], "rk")
     return te.compute(out.shape, lambda m, n: te.sum(E.mul(x[m, rk.var], w[n, rk.var]), rk), name="dense",
                       axis_names=["m", "n"])

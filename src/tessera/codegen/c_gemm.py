@@ -1,0 +1,158 @@
+"""C text of the packed-panel float32 GEMM (`ts_sgemm_<MR>x<NR>`, see `tessera.op.nn.gemm`).
+
+The microkernel is written three times behind the C compiler's ISA macros:
+AVX-512F intrinsics when NR is a multiple of 16, AVX2 + FMA intrinsics when
+it is a multiple of 8, and plain C (which gcc vectorises for what it has)
+for any other target. The schedule picks NR from the target's vector width,
+so the branch compiled is the one it sized the tile for. Accumulators are
+named scalars of vector type, one per (row, vector), so they stay in
+registers. Same text for every target, so builds stay deterministic.
+"""
+
+from __future__ import annotations
+
+from ..op.nn.gemm import GemmKernel
+
+# (C macro guard, vector type, float lanes, intrinsic prefix) per ISA, widest first
+_ISAS = (
+    ("defined(__AVX512F__)", "__m512", 16, "_mm512"),
+    ("defined(__AVX2__) && defined(__FMA__)", "__m256", 8, "_mm256"),
+)
+
+PARALLEL_WORK = 1 << 21  # multiply-adds worth an OpenMP fork and join (a few microseconds)
+
+HEADERS = r"""#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#if defined(_OPENMP)
+#include <omp.h>
+#endif"""
+
+
+def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
+    nv = g.nr // lanes
+    acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(g.mr)]
+    lines = [f"  {vtype} {', '.join(f'{n} = {mm}_setzero_ps()' for n in row)};" for row in acc]
+    lines += [
+        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {",
+        f"    {vtype} {', '.join(f'b{v} = {mm}_loadu_ps(b + {v * lanes})' for v in range(nv))};",
+    ]
+    for r in range(g.mr):
+        fmas = " ".join(f"{acc[r][v]} = {mm}_fmadd_ps(x, b{v}, {acc[r][v]});" for v in range(nv))
+        lines.append(f"    {{ {vtype} x = {mm}_set1_ps(a[{r}]); {fmas} }}")
+    lines += ["  }", "  if (mv == MR && nv == NR) {"]
+    for r in range(g.mr):
+        for v in range(nv):
+            at = f"c + {r} * ldc + {v * lanes}"
+            lines.append(f"    {mm}_storeu_ps({at}, add ? {mm}_add_ps({acc[r][v]}, {mm}_loadu_ps({at})) : {acc[r][v]});")
+    lines += ["    return;", "  }", "  float t[MR * NR];"]
+    lines += [f"  {mm}_storeu_ps(t + {r * g.nr + v * lanes}, {acc[r][v]});" for r in range(g.mr) for v in range(nv)]
+    return lines
+
+
+def _plain_body() -> list[str]:
+    return [
+        "  float t[MR * NR] = {0};",
+        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR)",
+        "    for (int r = 0; r < MR; ++r)",
+        "      for (int j = 0; j < NR; ++j) t[r * NR + j] += a[r] * b[j];",
+    ]
+
+
+def microkernel_source(g: GemmKernel) -> str:
+    """`<symbol>_tile(kc, a, b, c, ldc, mv, nv, add)`: C[:mv, :nv] (+)= A panel . B panel."""
+    lines = [f"static inline void {g.symbol}_tile(int64_t kc, const float* restrict a, const float* restrict b,",
+             "    float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add) {",
+             f"  enum {{ MR = {g.mr}, NR = {g.nr} }};"]
+    isas = [isa for isa in _ISAS if g.nr % isa[2] == 0]
+    for n, (guard, vtype, lanes, mm) in enumerate(isas):
+        lines.append(f"#{'if' if n == 0 else 'elif'} {guard}")
+        lines += _vector_body(g, vtype, lanes, mm)
+    lines.append("#else")
+    lines += _plain_body()
+    lines.append("#endif")
+    lines += [
+        "  /* a ragged tile: only rows < mv and columns < nv exist in C */",
+        "  for (int64_t r = 0; r < mv; ++r)",
+        "    for (int64_t j = 0; j < nv; ++j) c[r * ldc + j] = add ? c[r * ldc + j] + t[r * NR + j] : t[r * NR + j];",
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+def packing_source(g: GemmKernel) -> str:
+    """`<symbol>_pack_a(mv, kc, a, a_rs, a_cs, pa)`: one MR-row micro-panel of A, `pa[p * MR + r]`;
+    `<symbol>_pack_b(nv, kc, b, b_rs, b_cs, pb)`: one NR-column micro-panel of B, `pb[p * NR + j]`.
+    Rows r >= mv and columns j >= nv are zero, so the microkernel always runs whole tiles."""
+    s = g.symbol
+    return f"""static inline void {s}_pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs,
+    float* restrict pa) {{
+  enum {{ MR = {g.mr} }};
+  for (int64_t r = 0; r < MR; ++r) {{
+    const float* src = a + r * a_rs;
+    if (r < mv) for (int64_t p = 0; p < kc; ++p) pa[p * MR + r] = src[p * a_cs];
+    else for (int64_t p = 0; p < kc; ++p) pa[p * MR + r] = 0.0f;
+  }}
+}}
+static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs,
+    float* restrict pb) {{
+  enum {{ NR = {g.nr} }};
+  for (int64_t p = 0; p < kc; ++p, pb += NR) {{
+    const float* src = b + p * b_rs;
+    if (nv == NR && b_cs == 1) for (int64_t j = 0; j < NR; ++j) pb[j] = src[j];
+    else for (int64_t j = 0; j < NR; ++j) pb[j] = j < nv ? src[j * b_cs] : 0.0f;
+  }}
+}}"""
+
+
+def driver_source(g: GemmKernel) -> str:
+    """`<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc)`: the blocked loops around packing and tiles.
+
+    Threads split the columns of C, one contiguous share of micro-panels each, and run the whole blocked
+    product on their share (each packs its own A block): one fork and one join per call, no barrier
+    inside, so a thread delayed by a busy core holds up the others only once."""
+    s = g.symbol
+    return f"""static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, int64_t j_first, int64_t j_end) {{
+  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc} }};
+  float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
+  float pb[KC * NR] __attribute__((aligned(64)));  /* one micro-panel of B, L1-resident across the rows */
+  /* blocks of A of even height (whole micro-panels): every packed B micro-panel serves as many rows */
+  const int64_t mblocks = (m + MC - 1) / MC, mstep = ((m + mblocks - 1) / mblocks + MR - 1) / MR * MR;
+  for (int64_t p0 = 0; p0 < k; p0 += KC) {{
+    const int64_t kc = k - p0 < KC ? k - p0 : KC;
+    for (int64_t i0 = 0; i0 < m; i0 += mstep) {{
+      const int64_t mc = m - i0 < mstep ? m - i0 : mstep;
+      for (int64_t ir = 0; ir < mc; ir += MR)
+        {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
+      for (int64_t j0 = j_first; j0 < j_end; j0 += NR) {{
+        const int64_t nv = n - j0 < NR ? n - j0 : NR;
+        {s}_pack_b(nv, kc, b + p0 * b_rs + j0 * b_cs, b_rs, b_cs, pb);
+        for (int64_t ir = 0; ir < mc; ir += MR)
+          {s}_tile(kc, pa + ir * kc, pb, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
+      }}
+    }}
+  }}
+}}
+static void {s}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
+#if defined(_OPENMP)
+  enum {{ NR = {g.nr} }};
+  const int64_t panels = (n + NR - 1) / NR;
+  if (m * n * k >= {PARALLEL_WORK} && panels > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {{
+#pragma omp parallel
+    {{
+      const int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t first = panels * t / parts * NR, end = panels * (t + 1) / parts * NR;
+      {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, first, end < n ? end : n);
+    }}
+    return;
+  }}
+#endif
+  {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, 0, n);
+}}"""
+
+
+def gemm_source(g: GemmKernel) -> str:
+    """The microkernel, packing and driver, for a translation unit that already includes HEADERS."""
+    return "\n".join((microkernel_source(g), packing_source(g), driver_source(g)))

@@ -1,0 +1,196 @@
+"""The packed-panel GEMM microkernel (op/nn/gemm.py, codegen/c_gemm.py): its C compiled on its own for each
+ISA branch (plain C, AVX2 + FMA, AVX-512) against NumPy, its packed layouts, and matmul / dense built by
+tessera for x86-64-v3 and this CPU, with ragged edges, broadcast batches and transposed operands."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import subprocess
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import relay
+from tessera.codegen.c_gemm import HEADERS, gemm_source
+from tessera.op import elemwise, elemwise_activation, transform
+from tessera.op.nn import matmul
+from tessera.op.nn.gemm import KERNELS_BY_LANES, GemmKernel, choose_kernel
+from tessera.op.schedule_context import ScheduleContext
+from tessera.target import Target
+from tessera.target.simd import missing_level_features
+
+X86 = platform.machine() == "x86_64"
+KERNELS = sorted({g for kernels in KERNELS_BY_LANES.values() for g in kernels}, key=lambda g: (g.nr, g.mr))
+# the -march of each branch of the microkernel: x86-64 (SSE2 only) compiles the plain C one
+BRANCHES = {"plain": "x86-64", "avx2": "x86-64-v3", "avx512": "x86-64-v4"}
+# (m, n, k): ragged against every tile, one K block and several, one M block (MC) and several
+SHAPES = [(1, 1, 1), (5, 17, 5), (17, 5, 771), (197, 771, 17), (13, 33, 300), (600, 40, 260)]
+
+WRAPPERS = r"""
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+          int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) { SYM(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc); }
+void pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, float* pa) {
+  SYM_pack_a(mv, kc, a, a_rs, a_cs, pa); }
+void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, float* pb) {
+  SYM_pack_b(nv, kc, b, b_rs, b_cs, pb); }
+"""
+
+
+def require_level(level: str) -> None:
+    if not X86:
+        pytest.skip("x86-64 ISA levels need an x86-64 host")
+    missing = missing_level_features(level)
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}, so {level} code cannot run here")
+
+
+def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -> ctypes.CDLL:
+    if branch != "plain":
+        require_level(BRANCHES[branch])
+    source = "#include <stdint.h>\n" + HEADERS + "\n" + gemm_source(g) + WRAPPERS.replace("SYM", g.symbol)
+    if openmp:
+        source += "void set_threads(int n) { omp_set_num_threads(n); }\n"
+    (tmp_path / "gemm.c").write_text(source)
+    march = [f"-march={BRANCHES[branch]}"] if X86 else []
+    march += ["-fopenmp"] if openmp else []
+    subprocess.run(["gcc", "-O2", "-std=gnu11", "-shared", "-fPIC", "-Wall", "-Werror", *march, "-o",
+                    str(tmp_path / "gemm.so"), str(tmp_path / "gemm.c")], check=True)
+    lib = ctypes.CDLL(str(tmp_path / "gemm.so"))
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.gemm.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64]
+    lib.pack_a.argtypes = lib.pack_b.argtypes = [i64, i64, ptr, i64, i64, ptr]
+    return lib
+
+
+def addr(x: np.ndarray) -> int:
+    return x.ctypes.data
+
+
+@pytest.mark.parametrize("branch", BRANCHES)
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)
+def test_kernel_matches_numpy_on_ragged_and_transposed_operands(kernel, branch, tmp_path):
+    lib = compile_kernel(kernel, branch, tmp_path)
+    rng = np.random.default_rng(0)
+    for m, n, k in SHAPES:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        want = a.astype(np.float64) @ b
+        tol = 1e-5 * np.sqrt(k) * 4
+        c = np.full((m, n + 3), np.nan, np.float32)  # ldc wider than n: the extra columns stay untouched
+        lib.gemm(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(c), n + 3)
+        np.testing.assert_allclose(c[:, :n], want, rtol=tol, atol=tol, err_msg=f"{(m, n, k)}")
+        assert np.isnan(c[:, n:]).all()
+        # transposes are strides: Aᵀ stored (k, m), Bᵀ stored (n, k), as dense's weight and attention's Kᵀ
+        at, bt = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+        c = np.zeros((m, n), np.float32)
+        lib.gemm(m, n, k, addr(at), 1, m, addr(bt), 1, k, addr(c), n)
+        np.testing.assert_allclose(c, want, rtol=tol, atol=tol, err_msg=f"transposed {(m, n, k)}")
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_split_the_columns_and_compute_the_same(threads, tmp_path):
+    """With OpenMP, a large product runs as one share of B's micro-panels per thread (uneven shares too)."""
+    lib = compile_kernel(GemmKernel(6, 16), "plain", tmp_path, openmp=True)
+    lib.set_threads(threads)
+    rng = np.random.default_rng(3)
+    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5)]:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        c = np.full((m, n), np.nan, np.float32)
+        lib.gemm(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(c), n)
+        tol = 4e-5 * np.sqrt(k)
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=tol, atol=tol, err_msg=f"{(m, n, k)}")
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)
+def test_packed_panels_are_k_major_and_zero_padded(kernel, tmp_path):
+    """A micro-panel: pa[p * MR + r] = A[r, p]; B micro-panel: pb[p * NR + j] = B[p, j]; zero past the edge."""
+    lib = compile_kernel(kernel, "plain", tmp_path)
+    mr, nr, kc = kernel.mr, kernel.nr, 7
+    a = np.arange(mr * 10, dtype=np.float32).reshape(mr, 10) + 1
+    pa = np.full(mr * kc, np.nan, np.float32)
+    lib.pack_a(mr - 1, kc, addr(a), 10, 1, addr(pa))  # the last row is past the edge
+    want_a = np.zeros((kc, mr), np.float32)
+    want_a[:, :mr - 1] = a[:mr - 1, :kc].T
+    np.testing.assert_array_equal(pa.reshape(kc, mr), want_a)
+    b = np.arange(kc * (nr + 4), dtype=np.float32).reshape(kc, nr + 4) + 1
+    for nv in (nr, nr - 3):
+        pb = np.full(nr * kc, np.nan, np.float32)
+        lib.pack_b(nv, kc, addr(b), nr + 4, 1, addr(pb))
+        want_b = np.zeros((kc, nr), np.float32)
+        want_b[:, :nv] = b[:, :nv]
+        np.testing.assert_array_equal(pb.reshape(kc, nr), want_b)
+    bt = np.ascontiguousarray(b.T)  # B stored transposed: the same panel, gathered
+    pb = np.full(nr * kc, np.nan, np.float32)
+    lib.pack_b(nr, kc, addr(bt), 1, kc, addr(pb))
+    np.testing.assert_array_equal(pb.reshape(kc, nr), b[:, :nr])
+
+
+def test_blocks_fit_their_caches():
+    for g in KERNELS:
+        assert g.kc * g.nr * 4 <= 16 * 1024 and g.mc % g.mr == 0 and g.mc * g.kc * 4 <= 256 * 1024
+        assert GemmKernel.from_symbol(g.symbol) == g
+    assert GemmKernel.from_symbol("cblas_sgemm") is None
+    with pytest.raises(ValueError, match="NR a multiple of 8"):
+        GemmKernel(6, 12)
+
+
+@pytest.mark.parametrize("target, want", [
+    ("c -mcpu=x86-64-v3", GemmKernel(6, 16)), ("c -mcpu=x86-64-v4", GemmKernel(12, 32)),
+    ("c -march=znver4", GemmKernel(12, 32)), ("c -mcpu=x86-64-v2", None), ("c -mcpu=cortex-m7", None)])
+def test_kernel_follows_the_target_isa(target, want):
+    sched = ScheduleContext(Target(target))
+    assert choose_kernel(sched, 197, 768, 768, []) == want
+    assert choose_kernel(sched, 4, 768, 768, []) is None  # too few rows for MR
+
+
+def products() -> tuple[relay.Function, list[tuple[int, ...]]]:
+    """Products with ragged edges, broadcast batches, transposed B and a fused epilogue."""
+    shapes = [(197, 771), (771, 17), (2, 1, 17, 5), (3, 5, 33), (2, 197, 64), (64, 5), (17, 771), (5, 771),
+              (3, 197, 64), (3, 197, 64), (9, 13), (13, 40), (40,)]
+    v = [relay.Var(f"x{i}", relay.TensorType(s, "float32")) for i, s in enumerate(shapes)]
+    outs = (
+        matmul.matmul(v[0], v[1]),
+        matmul.matmul(v[2], v[3]),  # batch (2, 1) against (3,): broadcast to (2, 3)
+        matmul.matmul(v[4], v[5]),  # a batch against a matrix: folded into rows
+        matmul.dense(v[6], v[7]),  # B transposed
+        matmul.matmul(v[8], transform.transpose(v[9], axes=(0, 2, 1))),  # attention's Q Kᵀ
+        elemwise_activation.relu(elemwise.add(matmul.matmul(v[10], v[11]), v[12])),  # bias + relu epilogue
+    )
+    return relay.Function(v, relay.Tuple(outs)), shapes
+
+
+def reference(args: list[np.ndarray]) -> list[np.ndarray]:
+    a = [x.astype(np.float64) for x in args]
+    return [a[0] @ a[1], a[2] @ a[3], a[4] @ a[5], a[6] @ a[7].T, a[8] @ a[9].transpose(0, 2, 1),
+            np.maximum(a[10] @ a[11] + a[12], 0)]
+
+
+@pytest.mark.parametrize("target, symbol", [("c -mcpu=x86-64-v3", "ts_sgemm_6x16"), ("c", None)])
+def test_products_built_by_tessera_match_numpy(target, symbol):
+    if symbol is not None:
+        require_level("x86-64-v3")
+    func, shapes = products()
+    lib = tessera.build(relay.IRModule.from_expr(func), target=target)
+    source = "".join(lib.c_sources.values())
+    if symbol is not None:
+        assert f"static void {symbol}(" in source and "_mm256_fmadd_ps" in source
+    elif X86 and "avx512f" in tessera.target.simd.native_cpu_flags():
+        assert "static void ts_sgemm_12x32(" in source and "_mm512_fmadd_ps" in source
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+    for got, want in zip(lib(*args), reference(args)):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
+
+
+def test_native_avx512_products_match_numpy():
+    require_level("x86-64-v4")
+    func, shapes = products()
+    lib = tessera.build(relay.IRModule.from_expr(func), target="c -mcpu=x86-64-v4")
+    assert "static void ts_sgemm_12x32(" in "".join(lib.c_sources.values())
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+    for got, want in zip(lib(*args), reference(args)):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
