@@ -75,3 +75,19 @@ def test_im2col_and_padding_scratch_is_one_row_or_plane():
     kws = scratch("kws_ds_cnn")
     assert (1, 1, 27, 7) in kws["pad_buf"]  # one padded 25x5 plane of the depthwise convolutions
     assert (1, 64, 27, 7) not in kws["pad_buf"]
+
+
+def test_residual_adds_run_in_the_convolution_that_makes_one_operand():
+    """ResNet-8's three residual qnn.add ops fuse into the epilogue of the convolution before them, so
+    the convolution's int8 output never reaches the planner: the pool is below the int8 bound of the
+    add layer (two operands + result), which an unfused plan must hold at once."""
+    import tessera
+    from tessera.micro.boards import BOARDS
+
+    mod, params = _model("ic_resnet8")
+    lib = tessera.build(mod, target=BOARDS["mps2-an386"].target_string, params=params, executor="aot",
+                        mod_name="ic")
+    names = [name.removeprefix("tsgen_ic_") for name in lib.program.kernels]
+    assert [n for n in names if n.startswith("fused_add")] == []
+    assert sum(1 for n in names if n.startswith("fused_conv2d") and "_add" in n) == 3
+    assert lib.program.pool_size < int8_activation_bound(mod, params)

@@ -263,6 +263,8 @@ quantize = register_op(
     compute=_quantize_compute, attrs=QuantizeAttrs, num_inputs=3,
     doc="ONNX QuantizeLinear: saturate(round_half_even(x / scale) + zero_point).",
 )
+
+
 dequantize = register_op(
     "qnn.dequantize", type_rel=_dequantize_type, reference=_dequantize_ref, pattern=OpPattern.ELEMWISE,
     compute=_dequantize_compute, attrs=DequantizeAttrs, num_inputs=3, foldable=False,
@@ -404,8 +406,10 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, 
     return te.compute(out.shape, element, name="requantize", axis_names=["n", "c", "o0", "o1"])
 
 
+# OUT_ELEMWISE_FUSABLE: a residual qnn.add (or other elementwise tail) runs in the requantising epilogue,
+# so the convolution's int8 output is never stored
 qconv2d = register_op(
-    "qnn.conv2d", type_rel=_qconv_type, reference=_qconv_ref, pattern=OpPattern.OPAQUE,
+    "qnn.conv2d", type_rel=_qconv_type, reference=_qconv_ref, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
     compute=_qconv_compute, attrs=QConvAttrs, num_inputs=4,
     doc="int8 2-d convolution (NCHW, flat symmetric weights), int32 accumulation of raw products with the "
         "input zero point folded into the bias, fixed-point requantisation.",

@@ -149,8 +149,10 @@ def _qconv_compute(inputs: list[te.Tensor], attrs: QConvAttrs, out: TensorType, 
     return te.compute(out.shape, element, name="requantize", axis_names=["n", "o0", "o1", "c"])
 
 
+# OUT_ELEMWISE_FUSABLE: a residual qnn.add (or other elementwise tail) runs in the requantising epilogue,
+# so the convolution's int8 output is never stored
 qconv2d_nhwc = register_op(
-    "qnn.conv2d_nhwc", type_rel=_qconv_type, reference=_qconv_ref, pattern=OpPattern.OPAQUE,
+    "qnn.conv2d_nhwc", type_rel=_qconv_type, reference=_qconv_ref, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
     compute=_qconv_compute, attrs=QConvAttrs, num_inputs=4,
     doc="qnn.conv2d on NHWC data with a flat (OC, KH*KW*C/groups) weight in (ky, kx, c) order.",
 )
