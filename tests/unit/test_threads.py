@@ -65,13 +65,13 @@ def test_a_libgomp_loaded_first_keeps_its_policy():
 def _conv_model() -> onnx.ModelProto:
     """A convolution, a matrix product and a softmax, each large enough for a parallel loop."""
     rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.standard_normal((32, 8, 3, 3)).astype(np.float32), "w")
+    w = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32), "w")
     m = numpy_helper.from_array(rng.standard_normal((32 * 30 * 30, 64)).astype(np.float32) / 100, "m")
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[0, 0, 0, 0]),
              helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Flatten", ["r"], ["f"]),
              helper.make_node("MatMul", ["f", "m"], ["p"]), helper.make_node("Softmax", ["p"], ["y"], axis=1)]
     graph = helper.make_graph(
-        nodes, "threads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 32, 32])],
+        nodes, "threads", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 32, 32])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])], initializer=[w, m])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
@@ -92,7 +92,7 @@ def test_one_and_two_threads_give_the_same_bits(target):
     pragmas = [line for c in lib.c_sources.values() for line in c.splitlines()
                if line.strip() in ("TS_PARALLEL_FOR", "TS_PARALLEL_FOR_2")]
     assert pragmas or target == "blas"  # tessera's own kernels do have parallel loops (blas: OpenBLAS's)
-    x = np.random.default_rng(1).standard_normal((2, 8, 32, 32)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((2, 16, 32, 32)).astype(np.float32)
     one, two = (tessera.GraphModule(lib, num_threads=n)(x)[0] for n in (1, 2))
     # static partitioning: every element is computed by the same code whichever thread runs it
     assert np.array_equal(one, two)
