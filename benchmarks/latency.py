@@ -13,7 +13,7 @@ num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
 input; the runs alternate and the smaller of two medians counts. Optional
 columns: the same `c` build with a tuning log (`--tuning-log`, from `tessera
 tune`; `--tune` makes or extends it first) and the `blas` target (`--blas`;
-OpenBLAS itself stays single-threaded). Prints each model's
+OpenBLAS itself runs on one thread unless OPENBLAS_NUM_THREADS is set). Prints each model's
 tessera/onnxruntime ratios, then per column the geometric mean and the worst
 model, and the Python-side compile time of ResNet-50 (gcc excluded).
 
@@ -27,14 +27,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402

@@ -106,3 +106,25 @@ def test_openblas_gets_the_kernels_this_cpus_flags_allow(monkeypatch):
     monkeypatch.setattr(simd, "native_cpu_flags", lambda: frozenset({"avx2", "fma"}))
     blas.blas_toolchain(Target("c"))
     assert os.environ["OPENBLAS_CORETYPE"] == "Zen"
+
+
+@pytest.mark.parametrize(("user", "threads"), [(None, 1), ("2", 2)])
+def test_openblas_runs_on_the_calling_thread_unless_the_user_says(tmp_path, user, threads):
+    """tessera's OpenMP pool owns the cores: a loaded blas library sets OpenBLAS to one thread,
+    unless OPENBLAS_NUM_THREADS is set. Checked in a fresh process, whose OpenBLAS starts with
+    one thread per core (or the user's count)."""
+    import os
+    import subprocess
+    import sys
+
+    path = tessera.build(_conv_model(), target="blas").export_library(tmp_path / "conv.tar")
+    code = ("import ctypes, tessera; tessera.load_module(%r); "
+            "print(ctypes.CDLL('libopenblas.so.0').openblas_get_num_threads())" % str(path))
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                                                             "OMP_NUM_THREADS")}
+    env.update(PYTHONPATH=str(Path(tessera.__file__).resolve().parents[1]), OMP_NUM_THREADS="2")
+    if user is not None:
+        env["OPENBLAS_NUM_THREADS"] = user
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) == threads

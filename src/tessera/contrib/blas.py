@@ -8,7 +8,7 @@ A target kind (`target="blas"`: host `c` plus this accelerator) with
   computes) update in place; a convolution unfolds its input (im2col) a
   block of output rows at a time, so the scratch stays small and in cache;
 * TIRToRuntime: the host C generator plus <cblas.h>, CBLAS enums by name
-  and -lopenblas.
+  and -lopenblas; OpenBLAS itself runs on one thread (SERIAL_OPENBLAS).
 """
 
 from __future__ import annotations
@@ -155,12 +155,25 @@ LOWERINGS = [Lowering(CONV_ENTRY, CONV, _conv), Lowering(MATMUL_ENTRY, MATMUL, _
 
 
 # -------------------------------------------------------------- TIRToRuntime
+# OpenBLAS runs each call on the calling thread, unless the user set its thread count: tessera's OpenMP
+# pool owns the cores. OpenBLAS's own pool (the Debian build starts one per core) would compete with it,
+# and a worker preempted by another busy process stalls every call: with two OpenBLAS threads, one core
+# busy elsewhere, SqueezeNet took 268 ms instead of 49 ms and ic_resnet8 68 ms instead of 0.47 ms (2-core
+# AMD EPYC, AVX-512). Set when the library loads; openblas_set_num_threads is process-wide.
+SERIAL_OPENBLAS = [
+    "#include <stdlib.h>",
+    "__attribute__((constructor)) static void ts_openblas_on_the_calling_thread(void) {",
+    '  if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("GOTO_NUM_THREADS")) openblas_set_num_threads(1);',
+    "}",
+]
+
+
 class BlasCodeGen(CodeGenC):
-    """The host C generator plus <cblas.h> and CBLAS enums by name."""
+    """The host C generator plus <cblas.h>, CBLAS enums by name and one-thread OpenBLAS."""
 
     def preamble_lines(self) -> list[str]:
         lines = super().preamble_lines()
-        return lines[:4] + ["#include <cblas.h>"] + lines[4:]
+        return lines[:4] + ["#include <cblas.h>"] + lines[4:] + ["", *SERIAL_OPENBLAS]
 
     def emit_extern_call(self, name: str, args: list[str], call: E.Call) -> str:
         if name in ENUM_ARGS:

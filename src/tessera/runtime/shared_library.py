@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import RuntimeExecutionError
+from .openmp_wait import prepare_openmp
 
 
 @runtime_checkable
@@ -37,6 +38,7 @@ class SharedLibrary:
         # An absolute path: given a bare name ("model.so"), dlopen would search the
         # system library path instead of the current folder, and could load a system library.
         self.path = Path(path).absolute()
+        prepare_openmp()  # libgomp reads its wait policy when it loads, which may be now
         self._lib = ctypes.CDLL(str(self.path))
         self._owner = owner_dir
         if owner_dir is not None:
