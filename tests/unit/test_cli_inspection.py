@@ -168,7 +168,7 @@ def _timing_lines(out: str) -> tuple[list[str], list[str]]:
     return passes[:start], passes[start:]
 
 
-def test_timings_print_every_pass_and_every_translation_unit(tmp_path, monkeypatch, capsys):
+def test_timings_print_every_pass_and_every_kernels_compile_time(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))  # cold: the compiler runs
     code, out, _ = _cli(["compile", DIGITS, "-o", tmp_path / "d.so", "-q", "--timings"], capsys)
     assert code == 0
@@ -179,18 +179,38 @@ def test_timings_print_every_pass_and_every_translation_unit(tmp_path, monkeypat
     assert rows["InferType"].startswith("  InferType") and rows["FuseOps"].startswith("FuseOps")  # nested indented
     top = [float(line.split()[-1]) for line in passes[1:] if not line.startswith(" ")]
     assert sum(top) == pytest.approx(100, abs=0.5)  # nested passes are not counted twice
-    assert re.fullmatch(r"C compiler, per translation unit \(5 compiled, 0 cached, [\d.]+ s summed over units\):",
+    # --timings compiles each of the 7 kernels as a unit of its own, beside the graph and runtime sources
+    assert re.fullmatch(r"C compiler, per translation unit \(11 compiled, 0 cached, [\d.]+ s summed over units\):",
                         compiler[0])
-    units = {line.split()[0]: line.split()[1:] for line in compiler[1:6]}
-    assert units["kernels_0.c"][2:] == ["7", "kernels"]  # gcc compiles a unit's kernels together
-    assert units["graph_segments.c"][2:] == []
-    assert all(v[1] == "s" and float(v[0]) > 0 for v in units.values())
+    units = {line.split()[0]: line.split()[1:] for line in compiler[1:12]}
+    kernels = {name: rest for name, rest in units.items() if name.startswith("tsgen_default_")}
+    assert len(kernels) == 7 and all(re.fullmatch(r"\(kernels_\d\.c\)", rest[0]) for rest in kernels.values())
+    assert "tsgen_default_fused_conv2d_add_relu" in kernels and units["graph_segments.c"][1:] == ["s"]
+    assert all(v[-1] == "s" and float(v[-2]) > 0 for v in units.values())
     # again: every unit comes from the object cache
     code, out, _ = _cli(["compile", DIGITS, "-o", tmp_path / "d.so", "-q", "--timings"], capsys)
     _, compiler = _timing_lines(out)
-    assert "(0 compiled, 5 cached" in compiler[0]
-    assert all(line.split()[1] == "cached" for line in compiler[1:6])
-    assert any(line.split() == ["kernels_0.c", "cached", "7", "kernels"] for line in compiler[1:6])
+    assert "(0 compiled, 11 cached" in compiler[0]
+    assert all(line.split()[-1] == "cached" for line in compiler[1:12])
+    assert any(line.split()[0] == "tsgen_default_fused_matmul_add" for line in compiler[1:12])
+
+
+def test_a_plain_compile_keeps_kernels_grouped_in_translation_units(tmp_path):
+    """Only --timings splits kernels one per unit; a build keeps KERNELS_PER_UNIT together, and a bad
+    setting of the config key is refused naming it."""
+    import onnx
+
+    import tessera
+    from tessera.codegen.c_host import KERNELS_PER_UNIT_CONFIG
+    from tessera.errors import TesseraError
+    from tessera.frontend import from_onnx
+    from tessera.transform import PassContext
+
+    mod, params = from_onnx(onnx.load(DIGITS))
+    lib = tessera.build(mod, target="c", params=params)
+    assert lib.module is not None and [len(f) for f in lib.module.functions_by_unit().values() if f] == [7]
+    with PassContext(config={KERNELS_PER_UNIT_CONFIG: 0}), pytest.raises(TesseraError, match=KERNELS_PER_UNIT_CONFIG):
+        tessera.build(mod, target="c", params=params)
 
 
 def test_timings_of_an_aot_compile_say_no_compiler_ran(tmp_path, capsys):

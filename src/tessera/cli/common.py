@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 
@@ -72,25 +72,27 @@ def runs_onnx_nodes(target: Target | CompilationConfig) -> bool:
 @overload
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
                  dump_ir: bool = False, executor: Literal["graph"] = "graph", mod_name: str = "default",
-                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = ()) -> GraphExecutorLibrary: ...
+                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = (),
+                 config: Mapping[str, object] | None = None) -> GraphExecutorLibrary: ...
 @overload
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
                  dump_ir: bool = False, *, executor: Literal["aot"], mod_name: str = "default",
-                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = ()) -> AotLibrary: ...
+                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = (),
+                 config: Mapping[str, object] | None = None) -> AotLibrary: ...
 @overload
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
                  dump_ir: bool = False, executor: str = "graph", mod_name: str = "default",
-                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = ()
-                 ) -> GraphExecutorLibrary | AotLibrary: ...
+                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = (),
+                 config: Mapping[str, object] | None = None) -> GraphExecutorLibrary | AotLibrary: ...
 def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target: str = "c", opt_level: int = 2,
                  dump_ir: bool = False, executor: str = "graph", mod_name: str = "default",
-                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = ()
-                 ) -> GraphExecutorLibrary | AotLibrary:
+                 tuning_log: str | None = None, instruments: Sequence[PassInstrument] = (),
+                 config: Mapping[str, object] | None = None) -> GraphExecutorLibrary | AotLibrary:
     """Import and build an .onnx or .tflite file the way every subcommand does (with a tuning log's
     schedules, if given).
 
     `dump_ir` prints the IR after FuseOps and LowerTE to stderr; `instruments` are added to the build's
-    PassContext (`tessera compile --print-ir-after`, `--timings`).
+    PassContext (`tessera compile --print-ir-after`, `--timings`), and `config` to its config.
     """
     from ..backend.aot.library import AotLibrary
     from ..backend.build_module import build
@@ -99,7 +101,7 @@ def compile_onnx(path: str, shapes: dict[str, tuple[int, ...]], say: Say, target
     from .model_files import import_model
     from ..tune import LOG_CONFIG_KEY, TuningLog
 
-    config: dict[str, object] = {}
+    config = dict(config or {})
     if tuning_log is not None:
         if Path(tuning_log).exists():  # (a missing log gets TuningLog's hint on making one)
             readable_file("--tuning-log", tuning_log)

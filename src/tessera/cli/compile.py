@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     seen = inspection.Inspection.from_args(args)  # refuses an unknown pass name before the compile
     with observing(seen.steps):
         lib = compile_onnx(args.model, shapes, say, args.target, args.opt_level, args.dump_ir, executor, mod_name,
-                           args.tuning_log, seen.instruments)
+                           args.tuning_log, seen.instruments, seen.config)
     seen.print_results(lib)
     from ..backend.aot.library import AotLibrary  # (imported by the compile already)
 

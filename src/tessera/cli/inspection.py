@@ -2,7 +2,7 @@
 
     --print-ir-after FuseOps,LowerTE   one file per pass in --print-ir-dir
     --print-ir-before-all              before every pass
-    --timings                          per-pass times and the C compiler's time per translation unit
+    --timings                          per-pass times and the C compiler's time per kernel
 
 Pass names are those pass instruments see for the chosen target
 (`tessera.backend.build_module.pipeline_pass_names`); an unknown name is
@@ -52,8 +52,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                         f"path plus {IR_DIR_SUFFIX}, e.g. model.so{IR_DIR_SUFFIX}/); dump files of an earlier run "
                         "there are replaced")
     g.add_argument("--timings", action="store_true",
-                   help="print the time of every pass and the C compiler's time per translation unit "
-                        "(cached units say so)")
+                   help="print the time of every pass and the C compiler's time per kernel (each kernel "
+                        "is compiled as a translation unit of its own; cached ones say so)")
 
 
 def wants_ir(args: argparse.Namespace) -> bool:
@@ -101,6 +101,14 @@ class Inspection:
         return cls(PassTimingInstrument() if args.timings else None, StepLog(), dump)
 
     @property
+    def config(self) -> dict[str, object]:
+        """PassContext config for the flags: with --timings one kernel per translation unit, so that the
+        C compiler's time of each kernel is measured on its own."""
+        from ..codegen.c_host import KERNELS_PER_UNIT_CONFIG
+
+        return {KERNELS_PER_UNIT_CONFIG: 1} if self.timing is not None else {}
+
+    @property
     def instruments(self) -> list[PassInstrument]:
         return [i for i in (self.dump, self.timing) if i is not None]
 
@@ -120,22 +128,24 @@ class Inspection:
 
 
 def compiler_timings(log: StepLog, functions: Mapping[str, Sequence[str]]) -> str:
-    """The C compiler's time per translation unit, slowest first, cached units last; a unit of
-    generated kernels says how many it holds (gcc compiles them together, so that is the finest
-    time there is)."""
+    """The C compiler's time per translation unit, slowest first, cached units last. `tessera compile
+    --timings` builds one kernel per unit, so a unit is named by its kernel; a unit of several kernels
+    (a build with the default grouping) says how many it holds."""
     steps = log.of(C_COMPILATION)
     if not steps:
         return "C compiler: not run (the aot executor writes C source, compiled where it is built)"
     compiled = sorted((s for s in steps if not s.cached), key=lambda s: -s.seconds)
     cached = sorted((s for s in steps if s.cached), key=lambda s: s.name)
-    width = max(len(s.name) for s in steps)
+
+    def label(name: str) -> str:
+        held = functions.get(name, ())
+        if len(held) == 1:
+            return f"{held[0]} ({name})"
+        return f"{name} ({len(held)} kernels)" if held else name
+
+    width = max(len(label(s.name)) for s in steps)
     lines = [f"C compiler, per translation unit ({len(compiled)} compiled, {len(cached)} cached, "
              f"{sum(s.seconds for s in compiled):.2f} s summed over units):"]
-
-    def held(name: str) -> str:
-        count = len(functions.get(name, ()))
-        return f"  {count} kernel{'' if count == 1 else 's'}" if count else ""
-
-    lines += [f"  {s.name:<{width}} {s.seconds:>8.3f} s{held(s.name)}" for s in compiled]
-    lines += [f"  {s.name:<{width}} {'cached':>10}{held(s.name)}" for s in cached]
+    lines += [f"  {label(s.name):<{width}} {s.seconds:>8.3f} s" for s in compiled]
+    lines += [f"  {label(s.name):<{width}} {'cached':>10}" for s in cached]
     return "\n".join(lines)

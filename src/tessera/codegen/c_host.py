@@ -1,7 +1,9 @@
 """The `c` kind's default code generator: PrimFuncs -> C translation units.
 
 Kernels are spread over several translation units so gcc can compile them
-in parallel; each unit holds about KERNELS_PER_UNIT kernels.
+in parallel; each unit holds about KERNELS_PER_UNIT kernels, or as many as
+the current PassContext's `codegen.kernels_per_unit` says (`tessera compile
+--timings` sets 1, so that each kernel's compile time is its own).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..errors import TesseraError
 from ..runtime.module import CSourceModule
 from ..target.toolchain import SourceFile
 from ..tir.stmt import PrimFunc
@@ -20,6 +23,17 @@ if TYPE_CHECKING:
 
 # Enough kernels to amortise gcc's start-up, few enough that cores share the work.
 KERNELS_PER_UNIT = 24
+KERNELS_PER_UNIT_CONFIG = "codegen.kernels_per_unit"  # PassContext.config key overriding it
+
+
+def kernels_per_unit() -> int:
+    """How many kernels go into one translation unit in the current PassContext."""
+    from ..transform.pass_infra import PassContext
+
+    value = PassContext.current().config.get(KERNELS_PER_UNIT_CONFIG, KERNELS_PER_UNIT)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TesseraError(f"PassContext config {KERNELS_PER_UNIT_CONFIG!r}: got {value!r}, expected an integer >= 1")
+    return value
 
 
 def primfuncs(mod: "IRModule") -> list[PrimFunc]:
@@ -33,7 +47,7 @@ def build_c_module(mod: "IRModule", target: "Target", codegen_class: type[CodeGe
 
     toolchain = target.kind.toolchain(target)
     kernels = primfuncs(mod)
-    units = max(1, math.ceil(len(kernels) / KERNELS_PER_UNIT))
+    units = max(1, math.ceil(len(kernels) / kernels_per_unit()))
     sources, names, by_unit = [], [], {}
     for u in range(units):
         gen = codegen_class()
