@@ -289,6 +289,25 @@ def test_onnx_clip_with_runtime_bounds_and_legacy_attributes() -> None:
     np.testing.assert_array_equal(onnx_run(legacy, {"x": x}, TensorProto.FLOAT, opset=6), np.clip(x, lo, hi))
 
 
+@pytest.mark.parametrize("opset,inputs,attrs", [
+    (13, ["x", "lo"], {}),        # only min: max defaults to the largest finite float
+    (13, ["x", "", "hi"], {}),    # only max: min defaults to the lowest finite float
+    (6, ["x"], {"min": 0.0}),     # the attribute form, likewise
+    (6, ["x"], {"max": 0.0}),
+])
+def test_onnx_clip_with_one_bound_clamps_infinities_to_the_finite_limits(opset, inputs, attrs) -> None:
+    """ONNX's default bounds are numeric_limits lowest() and max(), so +-inf come out as +-FLT_MAX
+    (as onnxruntime gives); NaN stays NaN."""
+    x = np.array([np.inf, -np.inf, np.nan, 5.0, -5.0], np.float32)
+    feeds = {"x": x, "lo": np.array(0.0, np.float32), "hi": np.array(0.0, np.float32)}
+    out = onnx_run(helper.make_node("Clip", inputs, ["y"], **attrs), {k: feeds[k] for k in inputs if k},
+                   TensorProto.FLOAT, opset=opset)
+    big = np.finfo(np.float32).max
+    lo = 0.0 if "lo" in inputs or "min" in attrs else -big
+    hi = 0.0 if "hi" in inputs or "max" in attrs else big
+    np.testing.assert_array_equal(out, np.array([hi, lo, np.nan, min(5.0, hi), max(-5.0, lo)], np.float32))
+
+
 def test_onnx_legacy_prelu_slope_is_per_channel() -> None:
     x, slope = randn(2, 3, 3), randn(3)  # last dim == channels: NumPy alignment would be wrong
     out = onnx_run(helper.make_node("PRelu", ["x", "s"], ["y"]), {"x": x, "s": slope}, TensorProto.FLOAT, opset=6)

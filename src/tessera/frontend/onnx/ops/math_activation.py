@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ....op import elemwise as ew
 from ....op import transform as tf
 from ....op.elemwise_activation import broadcasts_to
 from ....op.registry import Op
-from ....relay.expr import Expr
+from .... import dtype as dt
+from ....relay.expr import Expr, const
 from ..importer import ImportContext, Node
 from ..registry import converter
 
@@ -60,11 +63,21 @@ def _scalar_bound(node: Node, ctx: ImportContext, k: int, what: str) -> Expr | N
     return tf.reshape(bound, newshape=()) if shape else bound
 
 
+def _finite_range(dtype: str) -> tuple[float, float]:
+    """Clip's default bounds: numeric_limits lowest() and max(), so +-inf clamp to the largest finite
+    values (as the spec says and onnxruntime does); integers are never out of their own range."""
+    if not dt.is_float(dtype):
+        return -math.inf, math.inf
+    limits = np.finfo(dt.to_numpy(dtype))
+    return float(limits.min), float(limits.max)
+
+
 @converter("Clip", since=1)
 def clip_attrs(node: Node, ctx: ImportContext) -> Expr:
     """Opsets 1-10: the bounds are attributes."""
-    return ew.clip(node.input(0), a_min=float(node.attr("min", -math.inf)),
-                   a_max=float(node.attr("max", math.inf)))
+    x = node.input(0)
+    lo, hi = _finite_range(ctx.dtype_of(x))
+    return ew.clip(x, a_min=float(node.attr("min", lo)), a_max=float(node.attr("max", hi)))
 
 
 @converter("Clip", since=11)
@@ -75,6 +88,11 @@ def clip_inputs(node: Node, ctx: ImportContext) -> Expr:
     """
     out = node.input(0)
     lo, hi = _scalar_bound(node, ctx, 1, "min"), _scalar_bound(node, ctx, 2, "max")
+    dtype = ctx.dtype_of(out)
+    if dt.is_float(dtype) and (lo is None) != (hi is None):  # one bound given: the other is the finite limit
+        lowest, highest = _finite_range(dtype)
+        lo = const(lowest, dtype) if lo is None else lo
+        hi = const(highest, dtype) if hi is None else hi
     if lo is not None:
         out = ew.maximum(out, lo)
     if hi is not None:
