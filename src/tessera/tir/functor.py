@@ -110,6 +110,23 @@ def map_child_stmts(s: S.Stmt, fn: Callable[[S.Stmt], S.Stmt]) -> S.Stmt:
     return s  # stores, evaluations and returns hold no statements
 
 
+def rewrite_loops(func: S.PrimFunc, rewrite: Callable[[S.For], S.Stmt | None]) -> S.PrimFunc:
+    """`func` with every loop for which `rewrite` gives a replacement replaced, outermost first (a
+    replaced loop's body is not visited again). Conditionals (checks) are left alone. `func` itself
+    when nothing changed; unchanged statements stay the same objects."""
+    def visit(s: S.Stmt) -> S.Stmt:
+        if isinstance(s, S.For):
+            replaced = rewrite(s)
+            if replaced is not None:
+                return replaced
+        if isinstance(s, S.IfThenElse):
+            return s
+        return map_child_stmts(s, visit)
+
+    body = visit(func.body)
+    return func if body is func.body else S.PrimFunc(func.name, func.params, body, func.num_inputs, func.attrs)
+
+
 def substitute_stmt(s: S.Stmt, vmap: Mapping[E.Var, E.PrimExpr]) -> S.Stmt:
     return map_stmt_exprs(s, lambda e: substitute(e, vmap))
 

@@ -28,26 +28,12 @@ import functools
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer, Scope
-from .functor import map_child_stmts, map_expr, map_stmt_exprs, substitute, substitute_stmt, walk_expr
+from .functor import map_expr, map_stmt_exprs, rewrite_loops, substitute, substitute_stmt, walk_expr
 
 
 def pair_int8_dots(func: S.PrimFunc) -> S.PrimFunc:
     """`func` with every qualifying channel loop visiting two channels per iteration (itself if none)."""
-    body = _rewrite(func.body)
-    if body is func.body:
-        return func
-    return S.PrimFunc(func.name, func.params, body, func.num_inputs, func.attrs)
-
-
-def _rewrite(s: S.Stmt) -> S.Stmt:
-    """`s` with channel loops paired; unchanged statements stay the same objects."""
-    if isinstance(s, S.For):
-        paired = _paired(s)
-        if paired is not None:
-            return paired
-    if isinstance(s, S.IfThenElse):
-        return s  # conditionals (checks) are left alone
-    return map_child_stmts(s, _rewrite)
+    return rewrite_loops(func, _paired)
 
 
 def _paired(loop: S.For) -> S.Stmt | None:

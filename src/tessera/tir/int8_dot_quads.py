@@ -48,7 +48,7 @@ import functools
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer, Scope
-from .functor import map_child_stmts, map_expr, map_stmt_exprs, substitute, substitute_stmt, walk_expr
+from .functor import map_expr, map_stmt_exprs, rewrite_loops, substitute, substitute_stmt, walk_expr
 from .int8_dot_pairs import paired_parts
 from .layout import flat_index
 from .simplify import constant_difference
@@ -56,25 +56,16 @@ from .simplify import constant_difference
 
 def quad_int8_dots(func: S.PrimFunc) -> S.PrimFunc:
     """`func` with every qualifying position loop visiting two positions per iteration (itself if none)."""
-    body = _rewrite(func.body)
-    if body is func.body:
-        return func
-    return S.PrimFunc(func.name, func.params, body, func.num_inputs, func.attrs)
+    return rewrite_loops(func, _quads_of)
 
 
-def _rewrite(s: S.Stmt) -> S.Stmt:
-    """`s` with position loops paired; unchanged statements stay the same objects."""
-    if isinstance(s, S.For):
-        quads = _quads(s)
-        if quads is not None:
-            return quads
-        rows = _collapsed_rows(s)
-        quads = None if rows is None else _quads(rows)
-        if quads is not None:
-            return quads
-    if isinstance(s, S.IfThenElse):
-        return s  # conditionals (checks) are left alone, as in pair_int8_dots
-    return map_child_stmts(s, _rewrite)
+def _quads_of(loop: S.For) -> S.Stmt | None:
+    """The two-position form of `loop`, or of `loop` with its row and column loops collapsed into one."""
+    quads = _quads(loop)
+    if quads is not None:
+        return quads
+    rows = _collapsed_rows(loop)
+    return None if rows is None else _quads(rows)
 
 
 def _quads(loop: S.For) -> S.Stmt | None:
