@@ -157,8 +157,9 @@ def _split_bias(y: Expr, product_ops: tuple[Op, ...]) -> tuple[Call | None, Expr
     return _call(y, *product_ops), None
 
 
-def _conv(y: Expr, out: Dequantized) -> Expr | None:
-    y, relu = _strip_relu(y)
+def _conv_operands(y: Expr) -> tuple[Call, Dequantized, np.ndarray, np.ndarray, Expr | None] | None:
+    """conv2d(dequantized x per tensor, dequantized constant weight) (+ bias): the call, x, the integer
+    weight and its per-channel scales, and the bias expression; None for any other form."""
     conv, bias_expr = _split_bias(y, (conv_ops.conv2d,))
     if conv is None:
         return None
@@ -166,17 +167,28 @@ def _conv(y: Expr, out: Dequantized) -> Expr | None:
     weight = _weight(_dequantized(conv.args[1]), 0)
     if x is None or not x.per_tensor or weight is None:
         return None
-    w, ws = weight
+    return conv, x, weight[0], weight[1], bias_expr
+
+
+def _zero_point_folded(bias: np.ndarray, x: Dequantized, w: np.ndarray) -> Constant | None:
+    """The int32 bias that also holds -x.zp * sum(w) (qnn kernels add raw products), None on overflow."""
+    folded = bias.astype(np.int64) - x.zp * qnn.weight_sums(w)
+    return None if np.abs(folded).max() >= 2**31 else Constant(folded.astype(np.int32))
+
+
+def _conv(y: Expr, out: Dequantized) -> Expr | None:
+    y, relu = _strip_relu(y)
+    parts = _conv_operands(y)
+    if parts is None:
+        return None
+    conv, x, w, ws, bias_expr = parts
     bias = _bias(bias_expr, x.s * ws, w.shape[0])
-    if bias is None:
+    folded = None if bias is None else _zero_point_folded(bias, x, w)
+    if folded is None:
         return None
     requant, mult = _requant(out.s, out.zp, x.s * ws, relu)
-    folded = bias.astype(np.int64) - x.zp * qnn.weight_sums(w)  # raw products: see qnn.conv2d
-    if np.abs(folded).max() >= 2**31:
-        return None
     attrs = qnn.QConvAttrs(conv.attrs_as(conv_ops.ConvAttrs), (w.shape[2], w.shape[3]), x.zp, requant)
-    return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), Constant(folded.astype(np.int32)), mult),
-                attrs)
+    return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), folded, mult), attrs)
 
 
 def _dense(y: Expr, out: Dequantized) -> Expr | None:
@@ -195,13 +207,11 @@ def _dense(y: Expr, out: Dequantized) -> Expr | None:
     if transposed:
         w = np.ascontiguousarray(w.T)
     bias = _bias(bias_expr, x.s * ws, w.shape[0])
-    if bias is None:
+    folded = None if bias is None else _zero_point_folded(bias, x, w)
+    if folded is None:
         return None
     requant, mult = _requant(out.s, out.zp, x.s * ws, relu)
-    folded = bias.astype(np.int64) - x.zp * qnn.weight_sums(w)  # raw products: see qnn.dense
-    if np.abs(folded).max() >= 2**31:
-        return None
-    return Call(qnn.qdense, (x.x, Constant(w), Constant(folded.astype(np.int32)), mult), qnn.QDenseAttrs(x.zp, requant))
+    return Call(qnn.qdense, (x.x, Constant(w), folded, mult), qnn.QDenseAttrs(x.zp, requant))
 
 
 def _add(y: Expr, out: Dequantized) -> Expr | None:
@@ -295,25 +305,18 @@ def _tflite_table(x: Dequantized, ws: np.ndarray, out: Dequantized) -> Constant:
 
 def _tflite_conv(y: Expr, out: Dequantized) -> Expr | None:
     y, lo, hi = _activation_bounds(y, out)
-    conv, bias_expr = _split_bias(y, (conv_ops.conv2d,))
-    if conv is None:
+    parts = _conv_operands(y)
+    if parts is None:
         return None
-    x = _dequantized(conv.args[0])
-    weight = _weight(_dequantized(conv.args[1]), 0)
-    if x is None or not x.per_tensor or weight is None:
-        return None
-    w, ws = weight
+    conv, x, w, ws, bias_expr = parts
     bias = _raw_bias(bias_expr, w.shape[0])
-    if bias is None:
-        return None
-    folded = bias - x.zp * qnn.weight_sums(w)
-    if np.abs(folded).max() >= 2**31:
+    folded = None if bias is None else _zero_point_folded(bias, x, w)
+    if folded is None:
         return None
     table = _tflite_table(x, ws, out)
     attrs = qnn.QConvAttrs(conv.attrs_as(conv_ops.ConvAttrs), (w.shape[2], w.shape[3]), x.zp,
                            _tflite_requant(out, lo, hi, table))
-    return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), Constant(folded.astype(np.int32)), table),
-                attrs)
+    return Call(qnn.qconv2d, (x.x, Constant(w.reshape(w.shape[0], -1)), folded, table), attrs)
 
 
 def _tflite_dense(y: Expr, out: Dequantized) -> Expr | None:
@@ -329,14 +332,12 @@ def _tflite_dense(y: Expr, out: Dequantized) -> Expr | None:
     weight_per_tensor = w_dq is not None and w_dq.per_tensor
     w, ws = weight
     bias = _raw_bias(bias_expr, w.shape[0])
-    if bias is None:
-        return None
-    folded = bias - x.zp * qnn.weight_sums(w)
-    if np.abs(folded).max() >= 2**31:
+    folded = None if bias is None else _zero_point_folded(bias, x, w)
+    if folded is None:
         return None
     # LiteRT's reference FULLY_CONNECTED rescales in double precision, one rounding (see op.qnn_rounding)
     scales = Constant((x.s * (ws[:1] if weight_per_tensor else ws) / out.s).astype(np.float64))
-    return Call(qnn.qdense, (x.x, Constant(w), Constant(folded.astype(np.int32)), scales),
+    return Call(qnn.qdense, (x.x, Constant(w), folded, scales),
                 qnn.QDenseAttrs(x.zp, _tflite_requant(out, lo, hi, scales)))
 
 
