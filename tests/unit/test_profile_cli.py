@@ -48,7 +48,7 @@ def test_profile_prints_the_slowest_kernels_with_share_and_operators(digits_so, 
         seconds.append(float(value) * (1e-6 if unit == "us" else 1e-3))
     assert seconds == sorted(seconds, reverse=True)
     assert any("nn.conv2d" in m[6] for m in rows)
-    assert sum(float(m[4]) for m in rows) <= 100.05
+    assert sum(float(m[4]) for m in rows) <= 100 + 0.05 * len(rows)  # each share is rounded to 0.1 %
     assert f"wrote {trace}" in out
 
     doc = json.loads(trace.read_text())
