@@ -113,6 +113,14 @@ def test_deep_graphs_are_set_in_columns():
     svg = ET.fromstring(report.svg())
     _, _, width, height = (float(v) for v in svg.get("viewBox").split())
     assert height / width < 8 and width / height < 8
+    assert "dashed edges continue in the next column" in report.html()
+
+
+def test_a_graph_in_one_column_gets_no_column_hint():
+    report = partition_report(fused(convs_then_depthwise(), "blas"))
+    assert "constraint=false" not in report.dot()
+    page = report.html()
+    assert "wheel to zoom, drag to pan</p>" in page and "next column" not in page
 
 
 def test_a_missing_dot_is_an_error_naming_the_package(monkeypatch):

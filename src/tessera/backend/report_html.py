@@ -124,6 +124,9 @@ def _host_table(report: PartitionReport) -> str:
 
 
 def report_page(report: PartitionReport, title: str) -> str:
+    svg = report.svg()
+    # the hint only where the layout cut the graph into columns (report_graph frees crossing edges)
+    columns = "; dashed edges continue in the next column" if "constraint=false" in report.dot() else ""
     legend = " ".join(f'<span class="swatch" style="background:{_e(c)}">{_e(t if t != HOST else "host")}</span>'
                       for t, c in report.colours().items())
     return "\n".join([
@@ -134,9 +137,8 @@ def report_page(report: PartitionReport, title: str) -> str:
         f"<pre>{_e(report.text())}</pre>",
         "<h2>Graph</h2>",
         "<p id='controls'><button id='zoom-in'>+</button><button id='zoom-out'>&minus;</button>"
-        "<button id='zoom-fit'>fit</button> wheel to zoom, drag to pan; dashed edges continue in the next "
-        "column</p>",
-        f"<div id='viewport'>{report.svg()}</div>",
+        f"<button id='zoom-fit'>fit</button> wheel to zoom, drag to pan{columns}</p>",
+        f"<div id='viewport'>{svg}</div>",
         "<h2>Partitions</h2>",
         _partition_table(report),
         "<h2>What stayed on the host, and why</h2>" if report.declined else "<h2>Kernels of the default flow</h2>",
