@@ -23,7 +23,7 @@ The C code generator runs it right after `use_int8_dot`.
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Sequence
 
 from . import expr as E
 from . import stmt as S
@@ -65,8 +65,7 @@ def _paired(loop: S.For) -> S.Stmt | None:
     parts: list[S.Stmt] = [S.BufferStore(a, E.const(0, a.dtype), zero) for a in accs]
     parts.append(S.Evaluate(E.Call(E.Intrinsic.DOT2_INT8, (run, rows[0], rows[1], n, loads[0], loads[1]), "void")))
     for load, ch in zip(loads, channels):
-        for t in tail:
-            parts.append(map_stmt_exprs(substitute_stmt(t, {c: ch}), functools.partial(_read_acc, acc=acc, load=load)))
+        parts += moved_tail(tail, c, ch, [(acc, load)])
     body: S.Stmt = S.SeqStmt(tuple(parts))
     for a in reversed(accs):
         body = S.Allocate(a, body)
@@ -100,6 +99,13 @@ def _uses(e: E.PrimExpr, var: E.Var) -> bool:
     return any(n is var for n in walk_expr(e))
 
 
-def _read_acc(e: E.PrimExpr, acc: Buffer, load: E.BufferLoad) -> E.PrimExpr:
-    """`e` with reads of `acc` replaced by `load`."""
-    return map_expr(e, lambda n: load if isinstance(n, E.BufferLoad) and n.buffer is acc else None)
+def moved_tail(tail: Sequence[S.Stmt], var: E.Var, value: E.PrimExpr,
+               reads: Sequence[tuple[Buffer, E.BufferLoad]]) -> list[S.Stmt]:
+    """The epilogue statements `tail` for `var = value`, each read of an accumulator of `reads`
+    replaced by its load (the accumulator one output of a multi-output dot product wrote)."""
+    def read(n: E.PrimExpr) -> E.PrimExpr | None:
+        if isinstance(n, E.BufferLoad):
+            return next((load for acc, load in reads if n.buffer is acc), None)
+        return None
+
+    return [map_stmt_exprs(substitute_stmt(t, {var: value}), lambda e: map_expr(e, read)) for t in tail]

@@ -43,13 +43,12 @@ only the image's last position, if any, is left over.
 
 from __future__ import annotations
 
-import functools
 
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer, Scope
-from .functor import map_expr, map_stmt_exprs, rewrite_loops, substitute, substitute_stmt, walk_expr
-from .int8_dot_pairs import paired_parts
+from .functor import rewrite_loops, substitute, substitute_stmt, walk_expr
+from .int8_dot_pairs import moved_tail, paired_parts
 from .layout import flat_index
 from .simplify import constant_difference
 
@@ -95,11 +94,7 @@ def _quads(loop: S.For) -> S.Stmt | None:
     parts.append(S.Evaluate(E.Call(E.Intrinsic.DOT2X2_INT8, (
         first_run, E.IntImm(run_step), row0, E.IntImm(row_step), n, *loads[0], *loads[1]), "void")))
     for position, row_loads in zip(positions, loads):
-        for t in tail:
-            moved = substitute_stmt(t, {x: position})
-            for acc, load in zip(accs, row_loads):
-                moved = map_stmt_exprs(moved, functools.partial(_read_acc, acc=acc, load=load))
-            parts.append(moved)
+        parts += moved_tail(tail, x, position, list(zip(accs, row_loads)))
     body: S.Stmt = S.SeqStmt(tuple(parts))
     for a in reversed([a for row in quad_accs for a in row]):
         body = S.Allocate(a, body)
@@ -162,8 +157,3 @@ def _position_major(s: S.Stmt, y: E.Var, x: E.Var, width: int) -> bool:
 
 def _uses(e: E.PrimExpr, var: E.Var) -> bool:
     return any(n is var for n in walk_expr(e))
-
-
-def _read_acc(e: E.PrimExpr, acc: Buffer, load: E.BufferLoad) -> E.PrimExpr:
-    """`e` with reads of `acc` replaced by `load`."""
-    return map_expr(e, lambda n: load if isinstance(n, E.BufferLoad) and n.buffer is acc else None)

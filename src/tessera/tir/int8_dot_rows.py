@@ -26,13 +26,12 @@ pointer. The C code generator runs it after `quad_int8_dots`.
 
 from __future__ import annotations
 
-import functools
 
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer, Scope
-from .functor import map_expr, map_stmt_exprs, rewrite_loops, substitute, substitute_stmt, walk_expr
-from .int8_dot_pairs import paired_parts
+from .functor import rewrite_loops, substitute, walk_expr
+from .int8_dot_pairs import moved_tail, paired_parts
 from .simplify import constant_difference
 
 
@@ -69,11 +68,7 @@ def _rows(loop: S.For) -> S.Stmt | None:
     first_row = E.BufferPtr(row0.buffer, substitute(row0.offset, {c2: pairs[0]}))
     parts.append(S.Evaluate(E.Call(E.Intrinsic.DOT4_INT8, (run, first_row, E.IntImm(row_step), n, *ordered), "void")))
     for pair_index, half in zip(pairs, loads):
-        for t in tail:
-            moved = substitute_stmt(t, {c2: pair_index})
-            for acc, load in zip(accs, half):
-                moved = map_stmt_exprs(moved, functools.partial(_read_acc, acc=acc, load=load))
-            parts.append(moved)
+        parts += moved_tail(tail, c2, pair_index, list(zip(accs, half)))
     body: S.Stmt = S.SeqStmt(tuple(parts))
     for a in reversed([a for half in row_accs for a in half]):
         body = S.Allocate(a, body)
@@ -82,8 +77,3 @@ def _rows(loop: S.For) -> S.Stmt | None:
 
 def _uses(e: E.PrimExpr, var: E.Var) -> bool:
     return any(n is var for n in walk_expr(e))
-
-
-def _read_acc(e: E.PrimExpr, acc: Buffer, load: E.BufferLoad) -> E.PrimExpr:
-    """`e` with reads of `acc` replaced by `load`."""
-    return map_expr(e, lambda n: load if isinstance(n, E.BufferLoad) and n.buffer is acc else None)

@@ -34,12 +34,12 @@ on the column.
 
 from __future__ import annotations
 
-import functools
 
 from . import expr as E
 from . import stmt as S
 from .buffer import Buffer, Scope
-from .functor import map_child_stmts, map_expr, map_stmt_exprs, rewrite_loops, substitute, substitute_stmt, walk_expr
+from .functor import map_child_stmts, rewrite_loops, substitute, substitute_stmt, walk_expr
+from .int8_dot_pairs import moved_tail
 from .simplify import constant_difference
 
 
@@ -101,9 +101,7 @@ def _two_columns(x: E.Var, first: E.PrimExpr, acc: Buffer, reduction: S.Stmt, up
     parts: list[S.Stmt] = [S.BufferStore(a, E.const(0, a.dtype), zero) for a in accs]
     parts.append(substitute_stmt(_replace_update(reduction, update, S.Evaluate(call)), {x: columns[0]}))
     for column, load in list(zip(columns, loads))[0 if store_first else 1:]:
-        for t in tail:
-            parts.append(map_stmt_exprs(substitute_stmt(t, {x: column}),
-                                        functools.partial(_read_acc, acc=acc, load=load)))
+        parts += moved_tail(tail, x, column, [(acc, load)])
     body: S.Stmt = S.SeqStmt(tuple(parts))
     for a in reversed(accs):
         body = S.Allocate(a, body)
@@ -128,8 +126,3 @@ def _replace_update(s: S.Stmt, update: S.BufferStore, new: S.Stmt) -> S.Stmt:
 
 def _uses(e: E.PrimExpr, var: E.Var) -> bool:
     return any(n is var for n in walk_expr(e))
-
-
-def _read_acc(e: E.PrimExpr, acc: Buffer, load: E.BufferLoad) -> E.PrimExpr:
-    """`e` with reads of `acc` replaced by `load`."""
-    return map_expr(e, lambda n: load if isinstance(n, E.BufferLoad) and n.buffer is acc else None)
