@@ -157,6 +157,14 @@ def _split_bias(y: Expr, product_ops: tuple[Op, ...]) -> tuple[Call | None, Expr
     return _call(y, *product_ops), None
 
 
+def _per_tensor_operands(call: Call) -> tuple[Dequantized, Dequantized] | None:
+    """The two operands of a binary call, when both are per-tensor dequantized values."""
+    a, b = _dequantized(call.args[0]), _dequantized(call.args[1])
+    if a is None or b is None or not a.per_tensor or not b.per_tensor:
+        return None
+    return a, b
+
+
 def _conv_operands(y: Expr) -> tuple[Call, Dequantized, np.ndarray, np.ndarray, Expr | None] | None:
     """conv2d(dequantized x per tensor, dequantized constant weight) (+ bias): the call, x, the integer
     weight and its per-channel scales, and the bias expression; None for any other form."""
@@ -219,9 +227,10 @@ def _add(y: Expr, out: Dequantized) -> Expr | None:
     add = _call(y, ew.add)
     if add is None:
         return None
-    a, b = _dequantized(add.args[0]), _dequantized(add.args[1])
-    if a is None or b is None or not a.per_tensor or not b.per_tensor:
+    operands = _per_tensor_operands(add)
+    if operands is None:
         return None
+    a, b = operands
     if isinstance(a.x, Constant) or isinstance(b.x, Constant) or a.x.checked_type != b.x.checked_type:
         return None
     m, shift = qnn.fixed_point([a.s / out.s, b.s / out.s])
@@ -349,9 +358,10 @@ def _tflite_add(y: Expr, out: Dequantized) -> Expr | None:
     add = _call(y, ew.add)
     if add is None:
         return None
-    a, b = _dequantized(add.args[0]), _dequantized(add.args[1])
-    if a is None or b is None or not a.per_tensor or not b.per_tensor:
+    operands = _per_tensor_operands(add)
+    if operands is None:
         return None
+    a, b = operands
     twice_max = float(np.float32(2) * np.float32(max(a.s, b.s)))  # float arithmetic in LiteRT
     out_denominator = float(np.float32(1 << TFLITE_ADD_LEFT_SHIFT) * np.float32(out.s))
     scales = TFLiteAddScales(TFLITE_ADD_LEFT_SHIFT, quantize_multiplier(a.s / twice_max),
@@ -365,9 +375,10 @@ def _tflite_mul(y: Expr, out: Dequantized) -> Expr | None:
     mul = _call(y, ew.multiply)
     if mul is None:
         return None
-    a, b = _dequantized(mul.args[0]), _dequantized(mul.args[1])
-    if a is None or b is None or not a.per_tensor or not b.per_tensor:
+    operands = _per_tensor_operands(mul)
+    if operands is None:
         return None
+    a, b = operands
     attrs = qnn_tflite.QMulAttrs(a.zp, b.zp, quantize_multiplier(a.s * b.s / out.s), _tflite_requant(out, lo, hi))
     return Call(qnn_tflite.qmul, (a.x, b.x), attrs)
 
