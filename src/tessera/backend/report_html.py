@@ -13,6 +13,7 @@ import html
 from collections import Counter
 
 from .report import HOST, KernelNode, PartitionReport
+from .report_graph import render_svg
 
 MAX_KERNELS_LISTED = 8  # kernel names per row of the host table
 
@@ -124,9 +125,10 @@ def _host_table(report: PartitionReport) -> str:
 
 
 def report_page(report: PartitionReport, title: str) -> str:
-    svg = report.svg()
+    dot = report.dot()
+    svg = render_svg(dot)
     # the hint only where the layout cut the graph into columns (report_graph frees crossing edges)
-    columns = "; dashed edges continue in the next column" if "constraint=false" in report.dot() else ""
+    columns = "; dashed edges continue in the next column" if "constraint=false" in dot else ""
     legend = " ".join(f'<span class="swatch" style="background:{_e(c)}">{_e(t if t != HOST else "host")}</span>'
                       for t, c in report.colours().items())
     return "\n".join([
