@@ -13,6 +13,7 @@ import tessera
 from tessera.backend.build_module import bind_params, optimize
 from tessera.frontend import from_onnx
 from tessera.op import qnn
+from tessera.op import qnn_add_pool as qap
 from tessera.op import transform as tf
 from tessera.op.nn.conv import ConvAttrs
 from tessera.op.nn.pool import PoolAttrs
@@ -68,7 +69,7 @@ def test_resnet8_is_nhwc_with_one_transpose_at_each_edge():
     (edge,) = transposes
     assert isinstance(edge.args[0], Call) and edge.args[0].op is qnn.quantize
     assert isinstance(edge.args[0].args[0], Var)
-    for add in (c for c in iter_calls(after.body) if c.op is qnn.qadd):
+    for add in (c for c in iter_calls(after.body) if c.op is qap.qadd):
         assert all(a.checked_type.shape[3] in (16, 32, 64) for a in add.args)  # channels innermost
 
 
@@ -117,7 +118,7 @@ def _conv_call(x: Expr, groups: int, stride: int, pads: tuple[int, ...], kernel:
 def test_nhwc_kernels_match_the_nchw_reference(groups, stride, pads, kernel):
     x = Var("x", TensorType((1, 8, 9, 11), "int8"))
     conv = _conv_call(x, groups, stride, pads, kernel)
-    pool = Call(qnn.qavg_pool2d, (conv,), qnn.QPoolAttrs(PoolAttrs((2, 2), (2, 2), (0, 0, 0, 0), (1, 1)), 5, 3,
+    pool = Call(qap.qavg_pool2d, (conv,), qap.QPoolAttrs(PoolAttrs((2, 2), (2, 2), (0, 0, 0, 0), (1, 1)), 5, 3,
                                                            qnn.Requant(4, -2)))
     func = Function((x,), pool)
     mod = IRModule.from_expr(func)
@@ -127,7 +128,7 @@ def test_nhwc_kernels_match_the_nchw_reference(groups, stride, pads, kernel):
         assert ops["qnn.conv2d_nhwc"] == 1 and ops["qnn.avg_pool2d_nhwc"] == 1 and ops["transpose"] == 2
     data = _int8(1, 8, 9, 11)
     expected = tessera.build(mod)(data)[0]
-    np.testing.assert_array_equal(expected, qnn.qavg_pool2d.reference(
+    np.testing.assert_array_equal(expected, qap.qavg_pool2d.reference(
         [qnn.qconv2d.reference([data, *(a.data for a in conv.args[1:])], conv.attrs)], pool.attrs))
     np.testing.assert_array_equal(tessera.build(IRModule.from_expr(nhwc))(data)[0], expected)
 
@@ -168,9 +169,9 @@ def test_the_nhwc_conv_matches_the_nchw_reference_on_its_own(groups, stride, pad
 
 
 def test_the_pool_op_matches_its_reference_on_its_own():
-    attrs = qnn.QPoolAttrs(PoolAttrs((3, 3), (1, 1), (0, 0, 0, 0), (1, 1)), 5, 3, qnn.Requant(4, -2))
+    attrs = qap.QPoolAttrs(PoolAttrs((3, 3), (1, 1), (0, 0, 0, 0), (1, 1)), 5, 3, qnn.Requant(4, -2))
     x = _int8(1, 7, 6, 16)
     v = Var("x", TensorType(x.shape, "int8"))
     got = tessera.build(IRModule.from_expr(Function((v,), Call(qavg_pool2d_nhwc, (v,), attrs))))(x)[0]
-    expected = qnn.qavg_pool2d.reference([x.transpose(TO_NCHW)], attrs).transpose(0, 2, 3, 1)
+    expected = qap.qavg_pool2d.reference([x.transpose(TO_NCHW)], attrs).transpose(0, 2, 3, 1)
     np.testing.assert_array_equal(got, expected)

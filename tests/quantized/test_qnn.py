@@ -16,6 +16,7 @@ from tessera.backend.build_module import bind_params, optimize
 from tessera.errors import TesseraError
 from tessera.frontend import from_onnx
 from tessera.op import qnn
+from tessera.op import qnn_add_pool as qap
 from tessera.op.nn.conv import ConvAttrs
 from tessera.op.nn.pool import PoolAttrs
 from tessera.relay.expr import Constant, Function, Var
@@ -174,11 +175,11 @@ def test_qdense_qadd_and_qpool_match_their_references():
                                                    Constant(np.array([3000], np.int32)), input_zero_point=3,
                                                    requant=qnn.Requant(20, -2)), [_int8(2, 37)])
     np.testing.assert_array_equal(got, expected)
-    add = qnn.QAddAttrs(4, 3 << 20, -9, 5 << 19, qnn.Requant(22, 1, 1, 127))
-    got, expected = _run_call(lambda a, b: qnn.qadd(a, b, **add.__dict__), [_int8(1, 3, 5, 5), _int8(1, 3, 5, 5)])
+    add = qap.QAddAttrs(4, 3 << 20, -9, 5 << 19, qnn.Requant(22, 1, 1, 127))
+    got, expected = _run_call(lambda a, b: qap.qadd(a, b, **add.__dict__), [_int8(1, 3, 5, 5), _int8(1, 3, 5, 5)])
     np.testing.assert_array_equal(got, expected)
-    pool = qnn.QPoolAttrs(PoolAttrs((2, 3), (2, 3), (0, 0, 0, 0), (1, 1)), -3, 1 << 20, qnn.Requant(23, 2))
-    got, expected = _run_call(lambda x: qnn.qavg_pool2d(x, **pool.__dict__), [_int8(1, 3, 8, 9)])
+    pool = qap.QPoolAttrs(PoolAttrs((2, 3), (2, 3), (0, 0, 0, 0), (1, 1)), -3, 1 << 20, qnn.Requant(23, 2))
+    got, expected = _run_call(lambda x: qap.qavg_pool2d(x, **pool.__dict__), [_int8(1, 3, 8, 9)])
     np.testing.assert_array_equal(got, expected)
 
 

@@ -9,7 +9,7 @@ from . import (  # noqa: F401  (registration)
     transform_fill, transform_gather, transform_pad, transform_resize, transform_scan, transform_scatter,
 )
 from .nn import conv, matmul, norm, pool, recurrent, softmax  # noqa: F401
-from . import qnn, qnn_nhwc, qnn_tflite  # noqa: F401
+from . import qnn, qnn_add_pool, qnn_nhwc, qnn_tflite  # noqa: F401
 from .registry import REGISTRY, Compute, Op, OpPattern, register_op
 from .schedule_context import ScheduleContext
 

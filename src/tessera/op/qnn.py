@@ -9,7 +9,7 @@ Two kinds:
   (one element) or per channel along ``axis``;
 * integer kernels made by `transform.quantize_to_integer` from
   dequantize -> float op -> quantize: ``qnn.conv2d``, ``qnn.dense``,
-  ``qnn.add``, ``qnn.avg_pool2d``. They accumulate int8 x int8 in int32 and
+  ``qnn.add``, ``qnn.avg_pool2d`` (the last two in `op.qnn_add_pool`). They accumulate int8 x int8 in int32 and
   requantise in fixed point, no float at run time:
   ``y = clamp(((acc * m + 2^(s-1)) >> s) + zp_out, lo, hi)`` with a 64-bit
   product, ``m < 2^31`` per output channel (an input tensor) and one shift
@@ -41,13 +41,11 @@ from .. import te
 from ..errors import TypeInferenceError
 from ..relay.ty import TensorType, Type
 from ..tir import expr as E
-from ._util import as_tensor, broadcast_indices, broadcast_shapes, normalize_axis
+from ._util import as_tensor, normalize_axis
 from .nn.conv import ConvAttrs, conv_reference, conv_type_rel
 from .nn.conv_schedule import pad_input
-from .nn.pool import PoolAttrs, pool_type
-from .qnn_rounding import Rounding, TFLiteAddScales, divide_half_away_expr, divide_half_away_ref, multiply_expr, \
-    multiply_ref, rescale_double_expr, rescale_double_ref, round_half_away_expr, round_half_away_ref, scaled_expr, \
-    scaled_ref
+from .qnn_rounding import Rounding, multiply_expr, multiply_ref, rescale_double_expr, rescale_double_ref, \
+    round_half_away_expr, round_half_away_ref
 from .registry import OpPattern, register_op
 from .schedule_context import ScheduleContext
 
@@ -291,7 +289,7 @@ class QDenseAttrs:
     requant: Requant
 
 
-def _check_int8(types: tuple[TensorType, ...], what: str) -> None:
+def check_int8(types: tuple[TensorType, ...], what: str) -> None:
     for k, t in enumerate(types):
         if t.dtype != "int8":
             raise TypeInferenceError(f"{what}: input {k} must be int8, got {t.dtype}")
@@ -322,7 +320,7 @@ def _weight4(w: TensorType | np.ndarray, attrs: QConvAttrs, ic: int) -> tuple[in
 
 def _qconv_type(types: tuple[Type, ...], attrs: QConvAttrs) -> Type:
     x, w, bias, mult = (as_tensor(t) for t in types)
-    _check_int8((x, w), "qnn.conv2d")
+    check_int8((x, w), "qnn.conv2d")
     if x.ndim != 4 or w.ndim != 2 or w.shape[1] != x.shape[1] // attrs.conv.groups * math.prod(attrs.kernel):
         raise TypeInferenceError(f"qnn.conv2d needs NCHW data and a flat (OC, C/groups*KH*KW) weight, "
                                  f"got {x.shape} and {w.shape} for kernel {attrs.kernel}")
@@ -418,7 +416,7 @@ qconv2d = register_op(
 
 def _qdense_type(types: tuple[Type, ...], attrs: QDenseAttrs) -> Type:
     x, w, bias, mult = (as_tensor(t) for t in types)
-    _check_int8((x, w), "qnn.dense")
+    check_int8((x, w), "qnn.dense")
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
         raise TypeInferenceError(f"qnn.dense needs data (M, K) and weight (N, K), got {x.shape} and {w.shape}")
     _check_channel_vectors(bias, mult, w.shape[0], "qnn.dense", attrs.requant, double_scales=True)
@@ -450,141 +448,4 @@ qdense = register_op(
     compute=_qdense_compute, attrs=QDenseAttrs, num_inputs=4,
     doc="int8 x (M, K) times int8 weight (N, K) transposed, raw int32 products plus a bias that folds the "
         "input zero point, fixed-point requantisation.",
-)
-
-
-# ---------------------------------------------------------------- add, pool
-@dataclass(frozen=True)
-class QAddAttrs:
-    """y = requant((a - za) * ma + (b - zb) * mb): the multipliers share `requant.shift`
-    (with `requant.rounding` TFLITE, `tflite` holds LiteRT's multipliers instead)."""
-
-    a_zero_point: int
-    a_multiplier: int
-    b_zero_point: int
-    b_multiplier: int
-    requant: Requant
-    tflite: TFLiteAddScales | None = None
-
-
-def _qadd_type(types: tuple[Type, ...], attrs: QAddAttrs) -> Type:
-    a, b = (as_tensor(t) for t in types)
-    _check_int8((a, b), "qnn.add")
-    if attrs.tflite is not None:  # LiteRT's ADD broadcasts
-        return TensorType(broadcast_shapes(a.shape, b.shape), "int8")
-    if a.shape != b.shape:
-        raise TypeInferenceError(f"qnn.add needs equal shapes, got {a.shape} and {b.shape}")
-    return a
-
-
-def _qadd_ref(args: list[np.ndarray], attrs: QAddAttrs) -> np.ndarray:
-    a, b = (v.astype(np.int64) for v in args)
-    t, r = attrs.tflite, attrs.requant
-    if t is not None:
-        total = scaled_ref((a - attrs.a_zero_point) << t.left_shift, t.a) + \
-            scaled_ref((b - attrs.b_zero_point) << t.left_shift, t.b)
-        y = scaled_ref(total, t.out) + r.output_zero_point
-        return np.clip(np.clip(y, *INT8), r.lo, r.hi).astype(np.int8)
-    total = (a - attrs.a_zero_point) * attrs.a_multiplier + (b - attrs.b_zero_point) * attrs.b_multiplier
-    r = attrs.requant
-    return requantize_ref(total, np.ones((), np.int64), r.shift, r.output_zero_point, r.lo, r.hi, half_even=True)
-
-
-def _qadd_compute(inputs: list[te.Tensor], attrs: QAddAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
-    a, b = inputs
-    r = attrs.requant
-
-    def term(t: te.Tensor, i: tuple[E.Var, ...], zp: int, m: int) -> E.PrimExpr:
-        return E.mul(E.cast(E.sub(E.cast(t[i], "int32"), E.const(zp, "int32")), "int64"), E.const(m, "int64"))
-
-    def tflite_term(t: te.Tensor, i: tuple[E.Var, ...], zp: int, qe: tuple[int, int], left: int) -> E.PrimExpr:
-        value = E.cast(t[broadcast_indices(i, t.shape)], "int32")
-        shifted = E.binary(E.BinOp.SHL, E.sub(value, E.const(zp, "int32")), E.const(left, "int32"))
-        return scaled_expr(shifted, qe)
-
-    def element(*i: E.Var) -> E.PrimExpr:
-        tfl = attrs.tflite
-        if tfl is not None:
-            total32 = E.add(tflite_term(a, i, attrs.a_zero_point, tfl.a, tfl.left_shift),
-                            tflite_term(b, i, attrs.b_zero_point, tfl.b, tfl.left_shift))
-            return clamp_int8(E.add(scaled_expr(total32, tfl.out), E.const(r.output_zero_point, "int32")), r)
-        total = E.add(term(a, i, attrs.a_zero_point, attrs.a_multiplier), term(b, i, attrs.b_zero_point, attrs.b_multiplier))
-        return requantize_expr(total, r, half_even=True)
-
-    return te.compute(out.shape, element, name="qadd")
-
-
-qadd = register_op(
-    "qnn.add", type_rel=_qadd_type, reference=_qadd_ref, pattern=OpPattern.ELEMWISE,
-    compute=_qadd_compute, attrs=QAddAttrs, num_inputs=2,
-    doc="int8 addition of two tensors with their own scales, fixed-point requantisation.",
-)
-
-
-@dataclass(frozen=True)
-class QPoolAttrs:
-    """Average pooling without padding: y = requant(sum(x - zp_in) * multiplier).
-
-    With `requant.rounding` TFLITE, LiteRT's int8 average pool: the raw sum (input and
-    output quantisation are equal, `input_zero_point` 0) divided by the window size,
-    rounding half away from zero; `multiplier` is unused."""
-
-    pool: PoolAttrs
-    input_zero_point: int
-    multiplier: int
-    requant: Requant
-
-
-def _qpool_type(types: tuple[Type, ...], attrs: QPoolAttrs) -> Type:
-    x = as_tensor(types[0])
-    _check_int8((x,), "qnn.avg_pool2d")
-    if any(attrs.pool.padding) or attrs.pool.ceil_mode or any(d != 1 for d in attrs.pool.dilation):
-        raise TypeInferenceError(f"qnn.avg_pool2d supports unpadded, undilated windows, got {attrs.pool}")
-    return pool_type(types, attrs.pool)
-
-
-def _qpool_ref(args: list[np.ndarray], attrs: QPoolAttrs) -> np.ndarray:
-    x = args[0].astype(np.int64) - attrs.input_zero_point
-    p = attrs.pool
-    (kh, kw), (sh, sw) = p.kernel, p.strides
-    n, c, h, w = x.shape
-    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
-    total = np.zeros((n, c, oh, ow), np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            total += x[:, :, i:i + (oh - 1) * sh + 1:sh, j:j + (ow - 1) * sw + 1:sw]
-    r = attrs.requant
-    if r.rounding is Rounding.TFLITE:
-        return np.clip(divide_half_away_ref(total, kh * kw), max(r.lo, INT8[0]), min(r.hi, INT8[1])).astype(np.int8)
-    return requantize_ref(total * attrs.multiplier, np.ones((), np.int64), r.shift, r.output_zero_point,
-                          r.lo, r.hi, half_even=True)
-
-
-def _qpool_compute(inputs: list[te.Tensor], attrs: QPoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
-    x = inputs[0]
-    p = attrs.pool
-    rk = [te.reduce_axis(k, f"rk{j}") for j, k in enumerate(p.kernel)]
-    zp = E.const(attrs.input_zero_point, "int32")
-
-    def window(n: E.Var, c: E.Var, oh: E.Var, ow: E.Var) -> E.PrimExpr:
-        v = x[n, c, E.add(E.mul(oh, p.strides[0]), rk[0].var), E.add(E.mul(ow, p.strides[1]), rk[1].var)]
-        return te.sum(E.sub(E.cast(v, "int32"), zp), rk)
-
-    total = te.compute(out.shape, window, name="qpool_sum", axis_names=["n", "c", "o0", "o1"])
-
-    return te.compute(out.shape, lambda *i: pool_requantize(total[i], attrs), name="qpool")
-
-
-def pool_requantize(total: E.PrimExpr, attrs: QPoolAttrs) -> E.PrimExpr:
-    """A window's int32 sum (zero point removed) as the int8 average, in `attrs.requant.rounding`."""
-    if attrs.requant.rounding is Rounding.TFLITE:
-        return clamp_int8(divide_half_away_expr(total, math.prod(attrs.pool.kernel)), attrs.requant)
-    product = E.mul(E.cast(total, "int64"), E.const(attrs.multiplier, "int64"))
-    return requantize_expr(product, attrs.requant, half_even=True)
-
-
-qavg_pool2d = register_op(
-    "qnn.avg_pool2d", type_rel=_qpool_type, reference=_qpool_ref, pattern=OpPattern.OPAQUE,
-    compute=_qpool_compute, attrs=QPoolAttrs, num_inputs=1,
-    doc="int8 average pooling (no padding) with requantisation to the output's scale.",
 )

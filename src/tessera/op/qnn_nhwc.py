@@ -29,7 +29,8 @@ from ..errors import TypeInferenceError
 from ..relay.ty import TensorType, Type
 from ..tir import expr as E
 from ._util import as_tensor
-from .qnn import QConvAttrs, QPoolAttrs, channel_requantize, dot_s8, pool_requantize, qavg_pool2d, qconv2d
+from .qnn import QConvAttrs, channel_requantize, dot_s8, qconv2d
+from .qnn_add_pool import QPoolAttrs, pool_requantize, qavg_pool2d
 from .registry import OpPattern, register_op
 from .schedule_context import ScheduleContext
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..op import qnn
+from ..op import qnn_add_pool as qap
 from ..op import transform as tf
 from ..op.qnn_nhwc import TO_NCHW, TO_NHWC, nhwc_weight, qavg_pool2d_nhwc, qconv2d_nhwc
 from ..op.registry import Op
@@ -152,10 +153,10 @@ def _add(call: Call, region: _Region) -> Expr | None:
     # elementwise: NHWC only when an operand already is, so the add adds no conversion of its own
     if not any(region.has(a) for a in call.args):
         return None
-    return Call(qnn.qadd, tuple(region.as_nhwc(a) for a in call.args), call.attrs)
+    return Call(qap.qadd, tuple(region.as_nhwc(a) for a in call.args), call.attrs)
 
 
-_REWRITES = {qnn.qconv2d: _conv, qnn.qavg_pool2d: _pool, qnn.qadd: _add}
+_REWRITES = {qnn.qconv2d: _conv, qap.qavg_pool2d: _pool, qap.qadd: _add}
 
 
 def _rewritable(call: Call) -> bool:

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..op import elemwise as ew
 from ..op import qnn
+from ..op import qnn_add_pool as qap
 from ..op import qnn_tflite
 from ..op import reduce as red
 from ..op import transform as tf
@@ -235,8 +236,8 @@ def _add(y: Expr, out: Dequantized) -> Expr | None:
         return None
     m, shift = qnn.fixed_point([a.s / out.s, b.s / out.s])
     lo = max(qnn.INT8[0], out.zp) if relu else qnn.INT8[0]
-    attrs = qnn.QAddAttrs(a.zp, int(m[0]), b.zp, int(m[1]), qnn.Requant(shift, out.zp, lo, qnn.INT8[1]))
-    return Call(qnn.qadd, (a.x, b.x), attrs)
+    attrs = qap.QAddAttrs(a.zp, int(m[0]), b.zp, int(m[1]), qnn.Requant(shift, out.zp, lo, qnn.INT8[1]))
+    return Call(qap.qadd, (a.x, b.x), attrs)
 
 
 def _avg_pool(y: Expr, out: Dequantized) -> Expr | None:
@@ -259,7 +260,7 @@ def _avg_pool(y: Expr, out: Dequantized) -> Expr | None:
     count = int(np.prod(attrs.kernel))
     m, shift = qnn.fixed_point([x.s / (out.s * count)])
     requant = qnn.Requant(shift, out.zp)
-    return Call(qnn.qavg_pool2d, (x.x,), qnn.QPoolAttrs(attrs, x.zp, int(m[0]), requant))
+    return Call(qap.qavg_pool2d, (x.x,), qap.QPoolAttrs(attrs, x.zp, int(m[0]), requant))
 
 
 def _injective(y: Expr, out: Dequantized) -> Expr | None:
@@ -366,8 +367,8 @@ def _tflite_add(y: Expr, out: Dequantized) -> Expr | None:
     out_denominator = float(np.float32(1 << TFLITE_ADD_LEFT_SHIFT) * np.float32(out.s))
     scales = TFLiteAddScales(TFLITE_ADD_LEFT_SHIFT, quantize_multiplier(a.s / twice_max),
                                  quantize_multiplier(b.s / twice_max), quantize_multiplier(twice_max / out_denominator))
-    attrs = qnn.QAddAttrs(a.zp, 0, b.zp, 0, _tflite_requant(out, lo, hi), scales)
-    return Call(qnn.qadd, (a.x, b.x), attrs)
+    attrs = qap.QAddAttrs(a.zp, 0, b.zp, 0, _tflite_requant(out, lo, hi), scales)
+    return Call(qap.qadd, (a.x, b.x), attrs)
 
 
 def _tflite_mul(y: Expr, out: Dequantized) -> Expr | None:
@@ -409,7 +410,7 @@ def _tflite_avg_pool(y: Expr, out: Dequantized) -> Expr | None:
         return None  # LiteRT's int8 average pool keeps the quantisation; others stay float
     if any(attrs.padding) or attrs.ceil_mode or any(d != 1 for d in attrs.dilation):
         return None
-    return Call(qnn.qavg_pool2d, (x.x,), qnn.QPoolAttrs(attrs, 0, 0, _tflite_requant(out, lo, hi)))
+    return Call(qap.qavg_pool2d, (x.x,), qap.QPoolAttrs(attrs, 0, 0, _tflite_requant(out, lo, hi)))
 
 
 _RULES = (_conv, _dense, _add, _avg_pool, _injective)
