@@ -219,6 +219,23 @@ def test_timings_of_an_aot_compile_say_no_compiler_ran(tmp_path, capsys):
     assert "C compiler: not run (the aot executor writes C source" in out
 
 
+def test_a_closed_stdout_pipe_loses_no_output_file(tmp_path):
+    """`tessera compile ... --timings | head -3`: the reader may be gone before the first line. The library
+    is written before anything is printed, and the command then ends quietly with status 0."""
+    import subprocess
+    import sys
+
+    so = tmp_path / "digits.so"
+    command = [sys.executable, "-m", "tessera", "compile", str(DIGITS), "-o", str(so), "-q", "--timings"]
+    writer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert writer.stdout is not None and writer.stderr is not None
+    writer.stdout.close()  # the reader goes away before tessera prints anything
+    err = writer.stderr.read().decode()
+    assert writer.wait(timeout=300) == 0, err
+    assert "Broken pipe" not in err and "Traceback" not in err and "Exception ignored" not in err
+    assert so.is_file() and so.stat().st_size > 0
+
+
 def test_pass_timing_records_nesting():
     mod, _ = from_onnx(str(DIGITS))
     timing = PassTimingInstrument()

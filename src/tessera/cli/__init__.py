@@ -17,6 +17,7 @@ are loaded when the command starts.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -55,13 +56,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _load_targets(getattr(args, "load", ()))
         with progress_bars(getattr(args, "quiet", False)):  # drawn only on a terminal
-            return args.func(args)
+            status: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, in the handler below, not at the interpreter's exit
+        return status
+    except BrokenPipeError:  # the reader went away (`| head`): every file was written first, so nothing is lost
+        _silence_stdout()
+        return 0
     except (TesseraError, OSError) as err:  # OSError: a file that vanished or cannot be written mid-way
         print(f"tessera: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tessera: interrupted", file=sys.stderr)
         return 130
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush does not raise on the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _load_targets(modules: Sequence[str]) -> None:

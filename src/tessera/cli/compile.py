@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from ..errors import TesseraError
 from .artefacts import OUTPUT_RULE, TARBALL_SUFFIX, executor_for_output
@@ -89,6 +90,32 @@ def _int8_bound(model: str, shapes: dict[str, tuple[int, ...]], target: str) -> 
     return int8_activation_bound(mod, params)
 
 
+def _write_reports(args: argparse.Namespace, lib: Any, shapes: dict[str, tuple[int, ...]]) -> str:
+    """Write the --report and --memory-report files; returns their text summaries, to print afterwards."""
+    from ..backend.aot.library import AotLibrary
+
+    lines = []
+    if args.report:
+        from ..backend.report import partition_report
+
+        report = partition_report(lib.partitioned_mod if isinstance(lib, AotLibrary) else lib)
+        title = f"tessera: {Path(args.model).name} for {args.target}"
+        if args.report.endswith(".onnx"):
+            from ..backend.report_onnx import report_onnx
+
+            atomic_write_bytes(make_parent(Path(args.report)), report_onnx(report).SerializeToString())
+        else:
+            atomic_write_text(make_parent(Path(args.report)), report.html(title))
+        lines += [report.text(), f"wrote {args.report}"]
+    if args.memory_report:
+        from ..backend.memory_report import memory_report
+
+        mem = memory_report(lib, _int8_bound(args.model, shapes, args.target))
+        atomic_write_text(make_parent(Path(args.memory_report)), mem.svg(f"tessera: {Path(args.model).name}, memory"))
+        lines += [mem.text(), f"wrote {args.memory_report}"]
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     executor = executor_for_output(args.output, args.executor)
     _check_paths(args, executor)
@@ -99,43 +126,27 @@ def run(args: argparse.Namespace) -> int:
     with observing(seen.steps):
         lib = compile_onnx(args.model, shapes, say, args.target, args.opt_level, args.dump_ir, executor, mod_name,
                            args.tuning_log, seen.instruments, seen.config)
-    seen.print_results(lib)
     from ..backend.aot.library import AotLibrary  # (imported by the compile already)
 
-    if args.report:
-        from ..backend.report import partition_report
-
-        report = partition_report(lib.partitioned_mod if isinstance(lib, AotLibrary) else lib)
-        print(report.text())
-        title = f"tessera: {Path(args.model).name} for {args.target}"
-        if args.report.endswith(".onnx"):
-            from ..backend.report_onnx import report_onnx
-
-            atomic_write_bytes(make_parent(Path(args.report)), report_onnx(report).SerializeToString())
-        else:
-            atomic_write_text(make_parent(Path(args.report)), report.html(title))
-        print(f"wrote {args.report}")
-    if args.memory_report:
-        from ..backend.memory_report import memory_report
-
-        mem = memory_report(lib, _int8_bound(args.model, shapes, args.target))
-        print(mem.text())
-        atomic_write_text(make_parent(Path(args.memory_report)), mem.svg(f"tessera: {Path(args.model).name}, memory"))
-        print(f"wrote {args.memory_report}")
+    # every file is written before anything is printed: a closed pipe (`| head`) must not lose the output
     out = Path(args.output)
     say(f"exporting {out}")
     lib.export_library(out)
-    if isinstance(lib, AotLibrary):
-        meta = lib.metadata()
-        pools = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in meta["pools"])
-        print(f"model {meta['model_name']}: weights {meta['params_bytes']} B, pools {pools} "
-              f"(lower bound {meta['lower_bound_bytes']} B)")
-    elif args.emit_c:  # (the graph executor's only: _check_paths refuses it for aot)
+    if args.emit_c and not isinstance(lib, AotLibrary):  # (_check_paths refuses --emit-c for aot)
         folder = Path(args.emit_c)
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in lib.c_sources.items():
             atomic_write_text(folder / name, text)
         say(f"wrote generated C to {folder}/")
+    reports = _write_reports(args, lib, shapes)
+    seen.print_results(lib)
+    if reports:
+        print(reports)
+    if isinstance(lib, AotLibrary):
+        meta = lib.metadata()
+        pools = ", ".join(f"{p['name']} {p['size_bytes']} B" for p in meta["pools"])
+        print(f"model {meta['model_name']}: weights {meta['params_bytes']} B, pools {pools} "
+              f"(lower bound {meta['lower_bound_bytes']} B)")
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) if out.is_dir() else out.stat().st_size
     print(f"wrote {out} ({size} bytes)")
     return 0
