@@ -17,7 +17,9 @@
    and outputs must be identical (integer kernels bit for bit).
 3. Record every measurement in the TuningLog, saved after each workload, so
    an interrupted run resumes where it stopped: configurations the log holds
-   for the same workload and target are not measured again.
+   for the same workload and target are not measured again. Timings are
+   recorded with this machine's CPU (`cpu_key()`: model name and ISA level):
+   resuming on another CPU measures afresh, and builds there ignore them.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from ..relay.printer import expr_str
 from ..relay.ty import TensorType
 from ..relay.visitor import post_order
 from ..runtime.graph_executor import GraphModule
+from ..target.cpu_id import cpu_key
 from ..target.named import is_named_targets
 from ..target.target import Target, TargetLike
 from ..transform.infer_type import infer_function
@@ -160,11 +163,16 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
         raise TesseraError(f"trials must be at least 1, got {trials}")
     path = Path(log) if isinstance(log, (str, os.PathLike)) else None
     if path is not None:
-        log = TuningLog.load(path) if path.exists() else TuningLog()
+        log = TuningLog.load(path) if path.exists() else TuningLog()  # a corrupt log is an error, not overwritten
         if log.records:
             say(f"resuming from {path} ({len(log.records)} measurements)")
     log = log if isinstance(log, TuningLog) else TuningLog()
     tgt = _board_target(board, target) if board else _single_target(target)
+    cpu = "" if board else cpu_key()  # QEMU's counts are the same on any host
+    others = log.other_cpus(cpu) if cpu else {}
+    if others:
+        say(f"{sum(others.values())} measurements of the log were made on other CPUs "
+            f"({', '.join(sorted(others))}): this CPU ({cpu}) is measured afresh")
     if not board and not tgt.host.kind.toolchain(tgt.host).is_host:
         raise TesseraError(f"target {tgt} builds code for another machine, which cannot be timed here; count "
                            "instructions on an emulated board instead (board=..., `tessera tune --board`)")
@@ -179,7 +187,7 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
         result = TaskResult(task)
         results.append(result)
         configs = task.configs(trials)
-        todo = [c for c in configs if not log.measured(task.workload, c, str(tgt.host), where)]
+        todo = [c for c in configs if not log.measured(task.workload, c, str(tgt.host), where, cpu)]
         head = f"[{k}/{len(tasks)}] {task.workload}"
         if budget is not None and time.perf_counter() - start > budget and todo:
             say(f"{head}: time budget spent, {len(todo)} configs not measured")
@@ -191,12 +199,12 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
                     log.add(Record(task.workload, config, 0.0, str(tgt.host), board, count))
             else:
                 for config, seconds in zip(todo, _measure(task, todo, tgt, ctx, repeat, jobs, seed, threads)):
-                    log.add(Record(task.workload, config, seconds, str(tgt.host)))
+                    log.add(Record(task.workload, config, seconds, str(tgt.host), cpu=cpu))
             measured += len(todo)
             if path is not None:
                 log.save(path)
         for r in log.records:
-            if r.workload != task.workload or r.target != str(tgt.host) or r.board != where:
+            if r.workload != task.workload or r.target != str(tgt.host) or r.board != where or r.cpu != cpu:
                 continue
             text = config_text(r.config)
             if r.instructions is not None:
@@ -204,7 +212,7 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
             else:
                 result.seconds[text] = min(r.seconds, result.seconds.get(text, np.inf))
         result.best = log.best(task.workload, among=task.choice.candidates, target=str(tgt.host),
-                               prefer=task.choice.default)
+                               prefer=task.choice.default, cpu=cpu)
         say(_summary(f"[{k}/{len(tasks)}]" if todo else f"{head} (from the log)", result))
     if path is not None:
         log.save(path)
