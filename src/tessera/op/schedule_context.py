@@ -42,6 +42,9 @@ class Choice:
     workload: Workload
     candidates: tuple[Mapping[str, int], ...]
     default: Mapping[str, int]
+    work: int = 0
+    """The kernel's multiply-adds (or another measure of its cost; 0: unknown): a tuner with a time
+    budget measures the costliest workloads first."""
 
 
 Collector = Callable[[Choice], None]
@@ -78,12 +81,13 @@ class ScheduleContext:
         return sched
 
     def choose(self, op: str, description: object, candidates: Sequence[Config],
-               default: Config) -> dict[str, int]:
-        """The configuration to use for this workload: forced, else logged, else `default`."""
+               default: Config, work: int = 0) -> dict[str, int]:
+        """The configuration to use for this workload: forced, else logged, else `default`.
+        `work`: the kernel's multiply-adds, which orders a time-budgeted tuner's work (see Choice)."""
         workload = Workload.of(op, description)
         options = tuple(dict(c) for c in candidates)
         if self.collector is not None:
-            self.collector(Choice(workload, options, dict(default)))
+            self.collector(Choice(workload, options, dict(default), work))
         if workload in self.forced:
             return dict(self.forced[workload])
         if self.log is not None:

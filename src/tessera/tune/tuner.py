@@ -65,10 +65,16 @@ class Task:
 
     choice: Choice
     kernel: Function  # typed primitive function whose lowering asks for the workload
+    calls: int = 1  # kernel calls of the model that ask for the workload
 
     @property
     def workload(self) -> Workload:
         return self.choice.workload
+
+    @property
+    def weight(self) -> int:
+        """What the workload costs the model, as the kernels estimate it (multiply-adds over all calls)."""
+        return self.choice.work * self.calls
 
     def configs(self, trials: int | None) -> list[dict[str, int]]:
         """The default first, then the other candidates in the kernel's order; at most `trials`."""
@@ -117,7 +123,7 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
     fused = fuse(mod, tgt, params, ctx, lambda msg: None, "tune")
     main = infer_function(fused.main, fused)
     tasks: dict[Workload, Task] = {}
-    lowered: set[str] = set()
+    lowered: dict[str, list[Workload]] = {}  # a fused kernel's text -> the workloads it asks for
     asked: list[Choice] = []
     # defaults depend on the target, as in the build
     sched = replace(ScheduleContext.for_build(tgt.host, ctx.config), collector=asked.append)
@@ -128,13 +134,14 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
         if func.attrs.compiler:
             continue  # an external code generator's partition: no knobs of ours
         text = expr_str(func)
-        if text in lowered:
-            continue
-        lowered.add(text)
-        asked.clear()
-        lower_primitive(func, "tsgen_tune_probe", sched)
-        for choice in asked:  # the first kernel to ask for a workload measures it
-            tasks.setdefault(choice.workload, Task(choice, func))
+        if text not in lowered:
+            asked.clear()
+            lower_primitive(func, "tsgen_tune_probe", sched)
+            lowered[text] = [choice.workload for choice in asked]
+            for choice in asked:  # the first kernel to ask for a workload measures it
+                tasks.setdefault(choice.workload, Task(choice, func, calls=0))
+        for workload in lowered[text]:
+            tasks[workload] = replace(tasks[workload], calls=tasks[workload].calls + 1)
     return list(tasks.values())
 
 
@@ -148,7 +155,9 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
     every workload); measurements it already holds are reused. `trials`: at
     most this many configurations per workload (the default counts as one).
     `budget`: stop starting new measurements after this many seconds (the
-    log keeps what was measured). `jobs`: parallel C compilations.
+    log keeps what was measured); the workloads that cost the model most
+    (the kernels' multiply-adds times their calls) are measured first.
+    `jobs`: parallel C compilations.
     `threads`: threads each measured kernel runs on (1 by default: single-core
     timings are the least noisy, and the tile that is fastest per core stays
     fastest when the parallel loop shares the tiles among cores).
@@ -180,6 +189,8 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
     ctx = PassContext.current()
     say("finding tunable kernels")
     tasks = extract_tasks(mod, tgt, params, ctx)
+    if budget is not None:  # the budget goes to the kernels that cost the model most (stable: else in order)
+        tasks.sort(key=lambda t: -t.weight)
     say(f"{len(tasks)} tunable workloads")
     results, measured = [], 0
     jobs = jobs or min(2, os.cpu_count() or 1)

@@ -216,7 +216,8 @@ def choose_plan(sched: ScheduleContext, g: ConvGeometry, begins: Sequence[int], 
     description = {"in": list(g.in_spatial), "out": list(g.out_shape), "kernel": list(g.kernel),
                    "strides": list(g.strides), "dilation": list(g.dilation), "pads": [*begins, *ends],
                    "in_per_group": g.in_channels_per_group, "out_per_group": g.out_channels_per_group}
-    picked = sched.choose("conv2d_regions", description, candidates, {"plan": plans.index(default)})
+    picked = sched.choose("conv2d_regions", description, candidates, {"plan": plans.index(default)},
+                          work=g.multiply_adds)
     return plans[picked["plan"]]
 
 
