@@ -8,7 +8,9 @@
 2. Measure. For each workload, the fused kernel that first asked for it
    becomes a module of its own (its parameters are the inputs), built once per
    candidate configuration (forced on LowerTE), the C compiled in parallel. Candidates
-   run in alternation on the same random inputs; the median per call counts.
+   run in alternation on the same random inputs; the fastest sample per call
+   counts (other processes only ever add time: on a shared machine a sample's
+   median follows their load, its minimum the kernel).
    Each candidate's outputs must match the default's (a wrong schedule is a
    bug, not a fast result).
    With a `board` (an emulated Cortex-M board), each candidate is instead
@@ -25,7 +27,6 @@
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -86,7 +87,7 @@ class Task:
 @dataclass
 class TaskResult:
     task: Task
-    seconds: dict[str, float] = field(default_factory=dict)  # config (as text) -> median seconds, this run's and the log's
+    seconds: dict[str, float] = field(default_factory=dict)  # config (as text) -> seconds, this run's and the log's
     best: Config | None = None
     instructions: dict[str, int] = field(default_factory=dict)  # config (as text) -> count on the board (--board)
 
@@ -253,7 +254,7 @@ def kernel_module(task: Task) -> IRModule:
 
 def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassContext, repeat: int, jobs: int,
              seed: int, threads: int) -> list[float]:
-    """Median seconds per call of the task's kernel under each configuration."""
+    """Seconds per call of the task's kernel under each configuration: its fastest sample of `repeat`."""
     module = kernel_module(task)
     lowered = [lower_fused(module, target, ctx, lambda msg: None, "tune", forced={task.workload: config})
                for config in configs]
@@ -277,7 +278,7 @@ def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassCon
             for _ in range(number):
                 gm.run()
             times.append((time.perf_counter() - t0) / number)
-    return [statistics.median(times) for times in samples]
+    return [min(times) for times in samples]
 
 
 def _once(gm: GraphModule) -> float:
