@@ -280,3 +280,25 @@ def test_resuming_on_another_cpu_measures_afresh(tmp_path):
     assert tuned.measured == 1
     assert any("made on other CPUs (Some Other CPU (x86-64-v2)): this CPU" in m for m in messages)
     assert sorted(r.cpu for r in TuningLog.load(path).records) == sorted([cpu_key(), "Some Other CPU (x86-64-v2)"])
+
+
+def test_tessera_compile_says_when_the_log_is_from_another_cpu(tmp_path, capsys):
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    from tessera.cli import main
+
+    conv_node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[12] * 4, dilations=[12, 12])
+    graph = helper.make_graph([conv_node], "dilated", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                     [1, 8, 9, 11])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(CONV_WEIGHT, "w")])
+    model = tmp_path / "dilated.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    (task,) = [t for t in extract_tasks(dilated_conv(12), "c") if t.workload.op == "conv2d_regions"]
+    log = tmp_path / "log.json"
+    TuningLog([Record(task.workload, dict(task.choice.default), 1e-3, "c", cpu="Some Other CPU (x86-64-v2)")]
+              ).save(log)
+    assert main(["compile", str(model), "--tuning-log", str(log), "-o", str(tmp_path / "m.so"), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "tessera: warning: tuning log: 1 of its 1 measurements were made on another CPU" in err
+    assert "Traceback" not in err and "lower_te.py" not in err

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from ..errors import TesseraError
 from . import compile as compile_cmd
@@ -54,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else 2
     try:
         _load_targets(getattr(args, "load", ()))
-        with progress_bars(getattr(args, "quiet", False)):  # drawn only on a terminal
+        with progress_bars(getattr(args, "quiet", False)), warnings.catch_warnings():  # bars only on a terminal
+            warnings.showwarning = _show_warning
             return args.func(args)
     except (TesseraError, OSError) as err:  # OSError: a file that vanished or cannot be written mid-way
         print(f"tessera: error: {err}", file=sys.stderr)
@@ -62,6 +65,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tessera: interrupted", file=sys.stderr)
         return 130
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """Warnings as the command's own messages ("tessera: warning: ..."), not as Python source locations."""
+    print(f"tessera: warning: {message}", file=sys.stderr)
 
 
 def _load_targets(modules: Sequence[str]) -> None:

@@ -188,6 +188,8 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
                            "instructions on an emulated board instead (board=..., `tessera tune --board`)")
     where = board or ""
     ctx = PassContext.current()
+    if cpu:
+        say(f"timing on {cpu}: builds on other CPUs will not follow these timings")
     say("finding tunable kernels")
     tasks = extract_tasks(mod, tgt, params, ctx)
     if budget is not None:  # the budget goes to the kernels that cost the model most (stable: else in order)
