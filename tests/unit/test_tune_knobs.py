@@ -302,3 +302,23 @@ def test_tessera_compile_says_when_the_log_is_from_another_cpu(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "tessera: warning: tuning log: 1 of its 1 measurements were made on another CPU" in err
     assert "Traceback" not in err and "lower_te.py" not in err
+
+
+def test_tuning_the_avx2_path_records_its_target_and_steers_only_its_builds(tmp_path):
+    from tessera.target.simd import missing_level_features
+
+    if missing_level_features("x86-64-v3"):
+        pytest.skip("this CPU cannot run x86-64-v3 code")
+    mod, avx2 = small_matmul(), "c -mcpu=x86-64-v3"
+    path = tmp_path / "log.json"
+    tune(mod, avx2, log=path, trials=2, repeat=1)
+    records = TuningLog.load(path).records
+    assert {(r.target, r.cpu) for r in records} == {(avx2, cpu_key())}
+    assert all(r.config["nr"] in (8, 16) for r in records)  # AVX2 microkernels only
+    (task,) = extract_tasks(mod, avx2)
+    other = next(c for c in task.choice.candidates if c != task.choice.default)
+    log = TuningLog([Record(task.workload, dict(other), 1e-9, avx2, cpu=cpu_key())])
+    assert ScheduleContext(Target(avx2), log).choose(task.workload.op, json.loads(task.workload.key),
+                                                     task.choice.candidates, task.choice.default) == other
+    assert ScheduleContext(C, log).choose(task.workload.op, json.loads(task.workload.key),
+                                          task.choice.candidates, task.choice.default) == task.choice.default
