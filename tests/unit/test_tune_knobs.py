@@ -15,12 +15,13 @@ from tessera import relay
 from tessera.errors import TesseraError
 from tessera.op.elemwise_activation import relu
 from tessera.op.nn import conv, matmul
-from tessera.op.schedule_context import OtherCpuWarning
 from tessera.target import Target
 from tessera.target.cpu_id import cpu_key, cpu_model, describe_cpu, isa_level
 from tessera.target.simd import X86_64_LEVELS, float32_lanes
 from tessera.transform import PassContext
-from tessera.tune import LOG_CONFIG_KEY, Record, ScheduleContext, TuningLog, Workload, extract_tasks, tune
+from tessera.tune import (
+    LOG_CONFIG_KEY, OtherCpuWarning, Record, ScheduleContext, TuningLog, Workload, extract_tasks, tune,
+)
 
 C = Target("c")
 WORKLOAD = Workload.of("toy", {"n": 3})
