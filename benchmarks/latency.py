@@ -140,11 +140,11 @@ def resnet50_compile_time() -> float:
     return (time.perf_counter() - t0) - lib.compile_seconds
 
 
-def tune_models(models: list[str], path: str, budget: float) -> None:
+def tune_models(models: list[str], path: str, budget: float, target: str) -> None:
     for name in models:
         model, _, _ = load_model(name)
         mod, params = from_onnx(model)
-        tuned = tune(mod, "c", params, log=path, budget=budget)
+        tuned = tune(mod, target, params, log=path, budget=budget)  # the target the c+log column builds for
         print(f"tuned {name}: {len(tuned.results)} kernels, {tuned.measured} configurations measured "
               f"in {tuned.seconds:.1f} s", flush=True)
 
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--threads must be positive, got {args.threads}")
     models = args.models or list(MODELS)
     if args.tune:
-        tune_models(models, args.tuning_log, args.tune_budget)
+        tune_models(models, args.tuning_log, args.tune_budget, args.target)
     variants = [Variant("c", args.target)]
     if args.tuning_log:
         variants.append(Variant("c+log", args.target, TuningLog.load(args.tuning_log)))

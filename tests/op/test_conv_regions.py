@@ -141,7 +141,8 @@ def test_strided_conv_copies_only_the_phases_it_reads(k: int, dilation: int, str
 def _forced_plan(kind: str, made: list[RegionPlan]) -> Callable[..., RegionPlan]:
     """A stand-in for `plan_regions` that always splits, the way `kind` names (and keeps its plans in `made`)."""
 
-    def plan(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int], ends: Sequence[int]) -> RegionPlan:
+    def plan(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int], ends: Sequence[int],
+             sched: object = None) -> RegionPlan:
         made.append(_plan(in_spatial, g, begins))
         return made[-1]
 

@@ -22,6 +22,7 @@ from tessera.cli import main
 from tessera.errors import TesseraError
 from tessera.frontend import from_onnx
 from tessera.target import Target
+from tessera.target.cpu_id import cpu_key
 from tessera.transform import PassContext
 from tessera.tune import (
     LOG_CONFIG_KEY, Choice, Record, ScheduleContext, TuningLog, Workload, extract_tasks, tune,
@@ -225,7 +226,7 @@ def test_tuner_measures_each_workload_and_logs_a_best_config(tuned, convnet):
     per_workload = Counter(r.workload for r in log.records)
     assert per_workload == {t.workload: 3 for t in tasks}  # trials=3, the default among them
     for t in tasks:
-        assert log.measured(t.workload, t.choice.default, "c")
+        assert log.measured(t.workload, t.choice.default, "c", cpu=cpu_key())
         best = log.best(t.workload)
         assert best in t.choice.candidates
         assert all(r.seconds > 0 for r in log.records)

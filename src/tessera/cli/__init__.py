@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from ..errors import TesseraError
 from . import compile as compile_cmd
@@ -55,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else 2
     try:
         _load_targets(getattr(args, "load", ()))
-        with progress_bars(getattr(args, "quiet", False)):  # drawn only on a terminal
+        with progress_bars(getattr(args, "quiet", False)), warnings.catch_warnings():  # bars only on a terminal
+            warnings.showwarning = _show_warning
             status: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, in the handler below, not at the interpreter's exit
         return status
@@ -75,6 +78,12 @@ def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """Warnings as the command's own messages ("tessera: warning: ..."), not as Python source locations."""
+    print(f"tessera: warning: {message}", file=sys.stderr)
 
 
 def _load_targets(modules: Sequence[str]) -> None:

@@ -7,9 +7,9 @@ whole builds to measure candidates: it sits above the backend, and only the
 command line (`tessera tune`) and users call it.
 """
 
-from ..op.schedule_context import Choice, ScheduleContext
+from ..op.schedule_context import Choice, OtherCpuWarning, ScheduleContext
 from ..op.tuning_log import LOG_CONFIG_KEY, Record, TuningLog, Workload
 from .tuner import Task, Tuned, extract_tasks, tune
 
-__all__ = ["LOG_CONFIG_KEY", "Choice", "Record", "ScheduleContext", "Task", "Tuned", "TuningLog", "Workload",
-           "extract_tasks", "tune"]
+__all__ = ["LOG_CONFIG_KEY", "Choice", "OtherCpuWarning", "Record", "ScheduleContext", "Task", "Tuned", "TuningLog",
+           "Workload", "extract_tasks", "tune"]

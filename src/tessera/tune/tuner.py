@@ -8,7 +8,9 @@
 2. Measure. For each workload, the fused kernel that first asked for it
    becomes a module of its own (its parameters are the inputs), built once per
    candidate configuration (forced on LowerTE), the C compiled in parallel. Candidates
-   run in alternation on the same random inputs; the median per call counts.
+   run in alternation on the same random inputs; the fastest sample per call
+   counts (other processes only ever add time: on a shared machine a sample's
+   median follows their load, its minimum the kernel).
    Each candidate's outputs must match the default's (a wrong schedule is a
    bug, not a fast result).
    With a `board` (an emulated Cortex-M board), each candidate is instead
@@ -17,13 +19,14 @@
    and outputs must be identical (integer kernels bit for bit).
 3. Record every measurement in the TuningLog, saved after each workload, so
    an interrupted run resumes where it stopped: configurations the log holds
-   for the same workload and target are not measured again.
+   for the same workload and target are not measured again. Timings are
+   recorded with this machine's CPU (`cpu_key()`: model name and ISA level):
+   resuming on another CPU measures afresh, and builds there ignore them.
 """
 
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +48,7 @@ from ..relay.printer import expr_str
 from ..relay.ty import TensorType
 from ..relay.visitor import post_order
 from ..runtime.graph_executor import GraphModule
+from ..target.cpu_id import cpu_key
 from ..target.named import is_named_targets
 from ..target.target import Target, TargetLike
 from ..transform.infer_type import infer_function
@@ -62,10 +66,16 @@ class Task:
 
     choice: Choice
     kernel: Function  # typed primitive function whose lowering asks for the workload
+    calls: int = 1  # kernel calls of the model that ask for the workload
 
     @property
     def workload(self) -> Workload:
         return self.choice.workload
+
+    @property
+    def weight(self) -> int:
+        """What the workload costs the model, as the kernels estimate it (multiply-adds over all calls)."""
+        return self.choice.work * self.calls
 
     def configs(self, trials: int | None) -> list[dict[str, int]]:
         """The default first, then the other candidates in the kernel's order; at most `trials`."""
@@ -77,7 +87,7 @@ class Task:
 @dataclass
 class TaskResult:
     task: Task
-    seconds: dict[str, float] = field(default_factory=dict)  # config (as text) -> median seconds, this run's and the log's
+    seconds: dict[str, float] = field(default_factory=dict)  # config (as text) -> seconds, this run's and the log's
     best: Config | None = None
     instructions: dict[str, int] = field(default_factory=dict)  # config (as text) -> count on the board (--board)
 
@@ -114,7 +124,7 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
     fused = fuse(mod, tgt, params, ctx, lambda msg: None, "tune")
     main = infer_function(fused.main, fused)
     tasks: dict[Workload, Task] = {}
-    lowered: set[str] = set()
+    lowered: dict[str, list[Workload]] = {}  # a fused kernel's text -> the workloads it asks for
     asked: list[Choice] = []
     # defaults depend on the target, as in the build
     sched = replace(ScheduleContext.for_build(tgt.host, ctx.config), collector=asked.append)
@@ -125,13 +135,14 @@ def extract_tasks(mod: IRModule | Function, target: TargetLike = "c",
         if func.attrs.compiler:
             continue  # an external code generator's partition: no knobs of ours
         text = expr_str(func)
-        if text in lowered:
-            continue
-        lowered.add(text)
-        asked.clear()
-        lower_primitive(func, "tsgen_tune_probe", sched)
-        for choice in asked:  # the first kernel to ask for a workload measures it
-            tasks.setdefault(choice.workload, Task(choice, func))
+        if text not in lowered:
+            asked.clear()
+            lower_primitive(func, "tsgen_tune_probe", sched)
+            lowered[text] = [choice.workload for choice in asked]
+            for choice in asked:  # the first kernel to ask for a workload measures it
+                tasks.setdefault(choice.workload, Task(choice, func, calls=0))
+        for workload in lowered[text]:
+            tasks[workload] = replace(tasks[workload], calls=tasks[workload].calls + 1)
     return list(tasks.values())
 
 
@@ -145,7 +156,9 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
     every workload); measurements it already holds are reused. `trials`: at
     most this many configurations per workload (the default counts as one).
     `budget`: stop starting new measurements after this many seconds (the
-    log keeps what was measured). `jobs`: parallel C compilations.
+    log keeps what was measured); the workloads that cost the model most
+    (the kernels' multiply-adds times their calls) are measured first.
+    `jobs`: parallel C compilations.
     `threads`: threads each measured kernel runs on (1 by default: single-core
     timings are the least noisy, and the tile that is fastest per core stays
     fastest when the parallel loop shares the tiles among cores).
@@ -160,18 +173,27 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
         raise TesseraError(f"trials must be at least 1, got {trials}")
     path = Path(log) if isinstance(log, (str, os.PathLike)) else None
     if path is not None:
-        log = TuningLog.load(path) if path.exists() else TuningLog()
+        log = TuningLog.load(path) if path.exists() else TuningLog()  # a corrupt log is an error, not overwritten
         if log.records:
             say(f"resuming from {path} ({len(log.records)} measurements)")
     log = log if isinstance(log, TuningLog) else TuningLog()
     tgt = _board_target(board, target) if board else _single_target(target)
+    cpu = "" if board else cpu_key()  # QEMU's counts are the same on any host
+    others = log.other_cpus(cpu) if cpu else {}
+    if others:
+        say(f"{sum(others.values())} measurements of the log were made on other CPUs "
+            f"({', '.join(sorted(others))}): this CPU ({cpu}) is measured afresh")
     if not board and not tgt.host.kind.toolchain(tgt.host).is_host:
         raise TesseraError(f"target {tgt} builds code for another machine, which cannot be timed here; count "
                            "instructions on an emulated board instead (board=..., `tessera tune --board`)")
     where = board or ""
     ctx = PassContext.current()
+    if cpu:
+        say(f"timing on {cpu}: builds on other CPUs will not follow these timings")
     say("finding tunable kernels")
     tasks = extract_tasks(mod, tgt, params, ctx)
+    if budget is not None:  # the budget goes to the kernels that cost the model most (stable: else in order)
+        tasks.sort(key=lambda t: -t.weight)
     say(f"{len(tasks)} tunable workloads")
     results, measured = [], 0
     jobs = jobs or min(2, os.cpu_count() or 1)
@@ -179,7 +201,7 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
         result = TaskResult(task)
         results.append(result)
         configs = task.configs(trials)
-        todo = [c for c in configs if not log.measured(task.workload, c, str(tgt.host), where)]
+        todo = [c for c in configs if not log.measured(task.workload, c, str(tgt.host), where, cpu)]
         head = f"[{k}/{len(tasks)}] {task.workload}"
         if budget is not None and time.perf_counter() - start > budget and todo:
             say(f"{head}: time budget spent, {len(todo)} configs not measured")
@@ -191,12 +213,12 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
                     log.add(Record(task.workload, config, 0.0, str(tgt.host), board, count))
             else:
                 for config, seconds in zip(todo, _measure(task, todo, tgt, ctx, repeat, jobs, seed, threads)):
-                    log.add(Record(task.workload, config, seconds, str(tgt.host)))
+                    log.add(Record(task.workload, config, seconds, str(tgt.host), cpu=cpu))
             measured += len(todo)
             if path is not None:
                 log.save(path)
         for r in log.records:
-            if r.workload != task.workload or r.target != str(tgt.host) or r.board != where:
+            if r.workload != task.workload or r.target != str(tgt.host) or r.board != where or r.cpu != cpu:
                 continue
             text = config_text(r.config)
             if r.instructions is not None:
@@ -204,7 +226,7 @@ def tune(mod: IRModule | Function, target: TargetLike = "c", params: Mapping[str
             else:
                 result.seconds[text] = min(r.seconds, result.seconds.get(text, np.inf))
         result.best = log.best(task.workload, among=task.choice.candidates, target=str(tgt.host),
-                               prefer=task.choice.default)
+                               prefer=task.choice.default, cpu=cpu)
         say(_summary(f"[{k}/{len(tasks)}]" if todo else f"{head} (from the log)", result))
     if path is not None:
         log.save(path)
@@ -234,7 +256,7 @@ def kernel_module(task: Task) -> IRModule:
 
 def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassContext, repeat: int, jobs: int,
              seed: int, threads: int) -> list[float]:
-    """Median seconds per call of the task's kernel under each configuration."""
+    """Seconds per call of the task's kernel under each configuration: its fastest sample of `repeat`."""
     module = kernel_module(task)
     lowered = [lower_fused(module, target, ctx, lambda msg: None, "tune", forced={task.workload: config})
                for config in configs]
@@ -258,7 +280,7 @@ def _measure(task: Task, configs: Sequence[Config], target: Target, ctx: PassCon
             for _ in range(number):
                 gm.run()
             times.append((time.perf_counter() - t0) / number)
-    return [statistics.median(times) for times in samples]
+    return [min(times) for times in samples]
 
 
 def _once(gm: GraphModule) -> float:

@@ -116,7 +116,7 @@ def _make_compute(d: int):
 
         if geometry.planar():
             # large dilations: only the taps that reach the image, only the outputs there are
-            regions = plan_regions(data.shape[2:], geometry, attrs.padding[:d], attrs.padding[d:])
+            regions = plan_regions(data.shape[2:], geometry, attrs.padding[:d], attrs.padding[d:], sched)
             if regions is not None:
                 return region_conv(data, regions, read_weight, geometry, sched, f"conv{d}d")
         g = geometry.scheduled(sched)

@@ -187,9 +187,10 @@ def one_plane_work(dims: tuple[DimGeometry, DimGeometry], channels: tuple[int, i
 
 
 def plan_regions(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int],
-                 ends: Sequence[int]) -> RegionPlan | None:
+                 ends: Sequence[int], sched: ScheduleContext | None = None) -> RegionPlan | None:
     """The cheapest split of a 2-d convolution's output into regions, or None when the one-plane
-    schedule is about as cheap (see the module doc)."""
+    schedule is about as cheap (see the module doc). With `sched`, a dilated convolution's plan is
+    a tuning knob (`choose_plan`) whose default is that estimate."""
     dims = (DimGeometry(in_spatial[0], g.out_shape[2], g.kernel[0], g.strides[0], g.dilation[0], begins[0]),
             DimGeometry(in_spatial[1], g.out_shape[3], g.kernel[1], g.strides[1], g.dilation[1], begins[1]))
     channels = (g.in_channels_per_group * g.out_shape[1] // g.out_channels_per_group, g.in_channels_per_group,
@@ -199,7 +200,25 @@ def plan_regions(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[in
     # every tap on its own: no position computes a tap that reads padding (many small pieces, summed)
     plans.append(RegionPlan(dims, channels, tap_pieces(dims[0]), tap_pieces(dims[1]), per_tap=True))
     best = min(plans, key=RegionPlan.work)
-    return best if best.work() <= WORTH_SPLITTING * one_plane_work(dims, channels, ends[1]) else None
+    estimated = best if best.work() <= WORTH_SPLITTING * one_plane_work(dims, channels, ends[1]) else None
+    if sched is None or (estimated is None and all(d == 1 for d in g.dilation)):
+        return estimated  # undilated convolutions keep the one-plane schedule: no knob
+    return choose_plan(sched, g, begins, ends, [None, *plans], estimated)
+
+
+def choose_plan(sched: ScheduleContext, g: ConvGeometry, begins: Sequence[int], ends: Sequence[int],
+                plans: Sequence[RegionPlan | None], default: RegionPlan | None) -> RegionPlan | None:
+    """The knob `conv2d_regions`: which of `plans` (None: the one-plane schedule) runs, {"plan": index}
+    of the first of equal plans; the cost model's estimate (`default`) unless the tuner measured better.
+    (ELEMENT_COST and the other constants were fitted on one machine; measuring the plans overrides them.)"""
+    distinct = [k for k, plan in enumerate(plans) if plan not in plans[:k]]
+    candidates = [{"plan": k} for k in distinct]
+    description = {"in": list(g.in_spatial), "out": list(g.out_shape), "kernel": list(g.kernel),
+                   "strides": list(g.strides), "dilation": list(g.dilation), "pads": [*begins, *ends],
+                   "in_per_group": g.in_channels_per_group, "out_per_group": g.out_channels_per_group}
+    picked = sched.choose("conv2d_regions", description, candidates, {"plan": plans.index(default)},
+                          work=g.multiply_adds)
+    return plans[picked["plan"]]
 
 
 def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: ConvGeometry, sched: ScheduleContext,

@@ -93,7 +93,8 @@ class ConvGeometry:
                        "strides": list(self.strides),
                        "dilation": list(self.dilation), "in_per_group": self.in_channels_per_group,
                        "out_per_group": self.out_channels_per_group}
-        picked = sched.choose(self.workload_op or f"conv{self.rank}d", description, candidates, default)
+        picked = sched.choose(self.workload_op or f"conv{self.rank}d", description, candidates, default,
+                              work=self.multiply_adds)
         return picked["channels"], picked["width"], picked["positions_outer"]
 
     def _default_width(self, lanes: int | None) -> int:
@@ -102,6 +103,11 @@ class ConvGeometry:
         width = min(max(2 * lanes, min(WIDTH_CANDIDATES)), max(WIDTH_CANDIDATES)) if lanes else TILE_WIDTH
         positions = math.prod(self.out_shape[2:])
         return width if positions >= 3 * width else min(WIDTH_CANDIDATES)
+
+    @property
+    def multiply_adds(self) -> int:
+        """The convolution's multiply-adds (how much tuning it deserves)."""
+        return math.prod(self.out_shape) * self.in_channels_per_group * math.prod(self.kernel)
 
     @property
     def chosen_tile(self) -> tuple[int, int, int]:

@@ -90,7 +90,8 @@ def choose_kernel(sched: ScheduleContext, m: int, n: int, k: int, batch: Sequenc
     if kernels is None or m < MIN_ROWS:
         return None
     candidates = [{"mr": g.mr, "nr": g.nr} for g in kernels]
-    picked = sched.choose("gemm", {"batch": list(batch), "m": m, "n": n, "k": k}, candidates, candidates[0])
+    picked = sched.choose("gemm", {"batch": list(batch), "m": m, "n": n, "k": k}, candidates, candidates[0],
+                          work=math.prod(batch) * m * n * k)
     return GemmKernel(picked["mr"], picked["nr"])
 
 

@@ -71,7 +71,8 @@ def _tile(out_shape: tuple[int, ...], k: int, sched: ScheduleContext) -> tuple[i
         return None
     candidates = [{"rows": r, "cols": c} for r in ROW_CANDIDATES if m % r == 0
                   for c in COL_CANDIDATES if n % c == 0 and r * c <= LOCAL_TILE_ELEMENTS]
-    picked = sched.choose("matmul", {"batch": batch, "m": m, "n": n, "k": k}, candidates, {"rows": rows, "cols": cols})
+    picked = sched.choose("matmul", {"batch": batch, "m": m, "n": n, "k": k}, candidates, {"rows": rows, "cols": cols},
+                          work=int(np.prod(out_shape)) * k)
     return picked["rows"], picked["cols"]
 
 
