@@ -234,7 +234,7 @@ def region_reader(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Co
         readers[(r, c)] = planar_tiles(data, begins, ends, shifted, region.scheduled(sched), f"{name}_r{index}",
                                        planes_name=f"{prefix}planes_r{index}")
 
-    def element(n: E.Var, ch: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+    def element(n: E.PrimExpr, ch: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr) -> E.PrimExpr:
         if plan.per_tap:
             return _summed(n, ch, y, x, plan, readers, data.dtype)
 
@@ -252,7 +252,7 @@ def region_reader(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Co
     return element
 
 
-def _summed(n: E.Var, ch: E.Var, y: E.Var, x: E.Var, plan: RegionPlan,
+def _summed(n: E.PrimExpr, ch: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, plan: RegionPlan,
             readers: dict[tuple[Span, Span], PlanarReader], dtype: str) -> E.PrimExpr:
     """The sum of the pieces that cover (y, x), each read only where it does (a guarded select)."""
     values = []
@@ -297,7 +297,7 @@ def _gathered(data: te.Tensor, plan: RegionPlan, r: Span, c: Span, weight: Weigh
                         planes_name=f"{prefix}planes_r{index}")
 
 
-def _chain(index: E.Var, spans: Sequence[Span], value: Callable[[Span], E.PrimExpr]) -> E.PrimExpr:
+def _chain(index: E.PrimExpr, spans: Sequence[Span], value: Callable[[Span], E.PrimExpr]) -> E.PrimExpr:
     """value(span) for the span holding `index`: a chain of guarded selects (only the chosen region is read)."""
     result = value(spans[-1])
     for span in reversed(spans[:-1]):
