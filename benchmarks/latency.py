@@ -42,10 +42,9 @@ import onnx  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera.frontend import from_onnx  # noqa: E402
-from tessera.testing import mlperf_tiny, tail_blocks  # noqa: E402
 from tessera.target import Target  # noqa: E402
 from tessera.target.simd import X86_64_LEVELS, float32_lanes, host_arch, native_cpu_flags  # noqa: E402
-from tessera.testing import convnext  # noqa: E402
+from tessera.testing import convnext, mlperf_tiny, tail_blocks  # noqa: E402
 from tessera.testing.aspp import ASPP_NAME, INPUT_SHAPE, aspp_head  # noqa: E402
 from tessera.testing.models import LIGHT_MODELS, data_input, light_path, ort_session, seeded_input  # noqa: E402
 from tessera.testing.weights import randomize_weights  # noqa: E402
