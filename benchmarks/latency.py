@@ -66,6 +66,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS, ASPP_NAME, *encoder_block.BLOCKS,
           convnext.CONVNEXT_NAME)
 ROUNDS = 2  # alternating rounds per runner; the smaller median counts
+NAME_WIDTH = max(map(len, MODELS))  # of the model column
 
 
 @dataclass(frozen=True)
@@ -195,14 +196,14 @@ def print_machine(target: str) -> None:
 def print_header(variants: list[Variant]) -> None:
     cells = [f"{v.name + ' ms':>11s}" for v in variants] + [f"{'ort ms':>9s}"]
     cells += [f"{v.name + '/ort':>11s}" for v in variants]
-    print(f"{'model':14s} {'thr':>3s} " + " ".join(cells) + f" {'max |diff|':>10s}")
+    print(f"{'model':{NAME_WIDTH}s} {'thr':>3s} " + " ".join(cells) + f" {'max |diff|':>10s}")
 
 
 def print_row(row: Row, variants: list[Variant]) -> None:
     ort = row.seconds["ort"]
     cells = [f"{row.seconds[v.name] * 1e3:11.2f}" for v in variants] + [f"{ort * 1e3:9.2f}"]
     cells += [f"{row.seconds[v.name] / ort:11.2f}" for v in variants]
-    print(f"{row.model:14s} {row.threads:3d} " + " ".join(cells) + f" {row.error:10.2e}", flush=True)
+    print(f"{row.model:{NAME_WIDTH}s} {row.threads:3d} " + " ".join(cells) + f" {row.error:10.2e}", flush=True)
 
 
 def summary_line(label: str, ratios: dict[str, float]) -> str:
