@@ -110,6 +110,17 @@ def test_strided_grouped_batched_dilated_conv3d(sliced: list[bool], strides: tup
     assert sliced == [True]
 
 
+@pytest.mark.parametrize("spatial, k, dilation, pad", [((8,), 3, 12, 14), ((5, 6, 7), 1, 2, 2)])
+def test_outputs_whose_taps_all_read_padding_are_the_bias(sliced: list[bool], spatial: tuple[int, ...], k: int,
+                                                          dilation: int, pad: int) -> None:
+    # no tap of the first two outputs along each dim reaches the input (in 1-d: taps read -14, -2, 10 and -13,
+    # -1, 11 of 8): no region or piece covers them
+    d = len(spatial)
+    model = conv_model(4, 8, spatial, k, (dilation,) * d, (pad,) * (2 * d), (1,) * d)
+    check_against_onnxruntime(model, (1, 4, *spatial))
+    assert sliced == [True]
+
+
 def test_depth_taps_cover_only_the_output_depths_where_they_read_the_input() -> None:
     # dilation 12 on a depth of 9: each tap reaches the input for some outputs only, the centre one for all
     g = ConvGeometry((1, 8, 9, 10, 11), (3, 3, 3), (1, 1, 1), (12, 12, 12), 4, 8, in_spatial=(9, 10, 11))
