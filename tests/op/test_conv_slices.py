@@ -4,6 +4,7 @@ which schedule each takes, and the scratch they need (no padded blow-up)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import onnx
@@ -15,9 +16,10 @@ from tessera.backend.build_module import as_target, lower_to_tir
 from tessera.backend.lift_workspace import workspace_params
 from tessera.frontend import from_onnx
 from tessera.op.nn import conv as conv_module
-from tessera.op.nn.conv_regions import Span
+from tessera.op.nn import conv_slices
+from tessera.op.nn.conv_regions import DimGeometry, Span, tap_pieces, tap_spans
 from tessera.op.nn.conv_schedule import ConvGeometry
-from tessera.op.nn.conv_slices import depth_pieces
+from tessera.op.nn.conv_slices import DepthPlan, plan_depth
 from tessera.testing.models import ort_session
 from tessera.tir import stmt as S
 from tessera.transform import PassContext
@@ -122,15 +124,47 @@ def test_outputs_whose_taps_all_read_padding_are_the_bias(sliced: list[bool], sp
 
 
 def test_depth_taps_cover_only_the_output_depths_where_they_read_the_input() -> None:
-    # dilation 12 on a depth of 9: each tap reaches the input for some outputs only, the centre one for all
+    # dilation 12 on a depth of 9: taps 0 and 2 read depths -12.. and 12..: padding for every output
     g = ConvGeometry((1, 8, 9, 10, 11), (3, 3, 3), (1, 1, 1), (12, 12, 12), 4, 8, in_spatial=(9, 10, 11))
-    pieces = depth_pieces((9, 10, 11), g, (12, 12, 12), (12, 12, 12))
-    assert [p.span for p in pieces] == [Span(0, 9, 1, 2)]  # taps 0 and 2 read depth -12.. and 12..: padding
-    assert pieces[0].flat.out_shape == (9, 8, 10, 11) and pieces[0].flat.kernel == (3, 3)
-    assert pieces[0].plan is not None  # the 2-d slices split into regions too
+    plan = plan_depth((9, 10, 11), g, (12, 12, 12), (12, 12, 12))
+    assert plan.spans == (Span(0, 9, 1, 2),) and plan.slices_copied() == 9
+    assert plan.slab is not None and not plan.across  # the 2-d slices split into regions too, so per tap
+    # dilation 6 on 16: the windows of the spans of constant tap range would copy 12 + 16 + 12 slices,
+    # the taps alone 10 + 16 + 10
     g = ConvGeometry((1, 8, 16, 10, 11), (3, 3, 3), (1, 1, 1), (6, 1, 1), 4, 8, in_spatial=(16, 10, 11))
-    spans = [p.span for p in depth_pieces((16, 10, 11), g, (6, 1, 1), (6, 1, 1))]
-    assert spans == [Span(6, 16, 0, 1), Span(0, 16, 1, 2), Span(0, 10, 2, 3)]
+    plan = plan_depth((16, 10, 11), g, (6, 1, 1), (6, 1, 1))
+    assert not plan.across and plan.slab is None
+    assert plan.spans == (Span(6, 16, 0, 1), Span(0, 16, 1, 2), Span(0, 10, 2, 3)) and plan.slices_copied() == 36
+    # dilation 2: the windows overlap little, each slice is copied about once (per tap: about thrice), and
+    # the spans take their taps across images
+    g = ConvGeometry((1, 8, 16, 10, 11), (3, 3, 3), (1, 1, 1), (2, 1, 1), 4, 8, in_spatial=(16, 10, 11))
+    plan = plan_depth((16, 10, 11), g, (2, 1, 1), (2, 1, 1))
+    assert plan.across and plan.spans == (Span(0, 2, 1, 3), Span(2, 14, 0, 3), Span(14, 16, 0, 2))
+    assert plan.slices_copied() == 4 + 16 + 4
+
+
+@pytest.mark.parametrize("across", [True, False])
+@pytest.mark.parametrize("dilation, strides, pads, groups, batch", [
+    ((2, 2, 2), (2, 1, 1), (2, 1, 3, 3, 2, 1), 1, 2),  # strided depth, two images
+    ((3, 1, 2), (3, 2, 1), (4, 1, 2, 2, 0, 2), 4, 1),  # grouped
+    ((2, 3, 1), (1, 1, 2), (2, 3, 1, 1, 3, 0), 8, 2),  # depthwise
+])
+def test_both_depth_plans_match_onnxruntime(monkeypatch: pytest.MonkeyPatch, across: bool,
+                                            dilation: tuple[int, ...], strides: tuple[int, ...],
+                                            pads: tuple[int, ...], groups: int, batch: int) -> None:
+    """Whichever depth plan `plan_depth` would pick, spans with their taps across images or one tap per piece
+    (each 2-d slice as one plane) compute the convolution."""
+    made: list[DepthPlan] = []
+
+    def forced(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int], ends: Sequence[int]) -> DepthPlan:
+        depth = DimGeometry(in_spatial[0], g.out_shape[2], g.kernel[0], g.strides[0], g.dilation[0], begins[0])
+        made.append(DepthPlan(depth, tap_spans(depth) if across else tap_pieces(depth), across, None))
+        return made[-1]
+
+    monkeypatch.setattr(conv_slices, "plan_depth", forced)
+    model = conv_model(8, 8, (9, 10, 11), 3, dilation, pads, strides, groups, batch)
+    check_against_onnxruntime(model, (batch, 8, 9, 10, 11))
+    assert len(made) == 1
 
 
 @pytest.mark.parametrize("dilation", [24, 100])

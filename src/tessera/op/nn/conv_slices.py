@@ -6,18 +6,22 @@ padded to 40 and most taps multiply zeros. Instead:
 
 * a 1-d convolution is a 2-d one of height 1: `plan_regions` splits its outputs where the taps that
   reach the input change, and each region reads the input where it lies (no padding copied);
-* a 3-d convolution is a sum over its depth taps (`tap_pieces` along depth). Tap k of output depth
-  o reads input depth o*stride - pad + k*dilation, so over the output depths where that slice exists
-  the tap is a 2-d convolution of the slices (those output depths batched as images) with the
-  kernel's k-th plane; output depths where the tap reads padding compute nothing for it. Each such
-  2-d convolution runs split into regions (`plan_regions`) or as one plane (`planar_tiles`).
+* a 3-d convolution runs on its depth slices as images. Tap k of output depth o reads input depth
+  o*stride - pad + k*dilation, so the output depths split, as a 2-d dim does in `conv_regions`,
+  into spans of constant tap range (`tap_spans`). A span is a 2-d convolution of the output depths
+  as images, with the span's depth taps as a third kernel dim across images (`ImageTaps`): its
+  window of depth slices is copied into planes once, and no depth tap reads padding. Where
+  dilation leaves most of a window unread, each depth tap instead runs alone over the output
+  depths where it reads the input (`tap_pieces`), a 2-d convolution of just the slices it reads
+  with the kernel's k-th plane; these pieces overlap and are summed. The pieces' 2-d convolutions
+  split into regions where `plan_regions` finds that pays (then always per tap: the regions take
+  no taps across images), else run as one plane (`planar_tiles`).
 
-One copy sums the pieces into the NCW or NCDHW output; bias and activation epilogues run there.
-Only dilated convolutions come here (undilated ones keep their schedule and their generated C). A
-1-d one is split where `plan_regions` finds it pays; a 3-d one always is: on an AVX-512 EPYC the
-slices ran 3x (dilation 2, strided or not) to several hundred times (dilation 18 on 12^3) faster
-than the tiled schedule, though each depth slice is copied once per depth tap that reads it (at
-most the kernel's depth times the input, where the tiled schedule copies the padded volume once).
+One copy sums the spans or pieces into the NCW or NCDHW output; bias and activation epilogues run
+there. Only dilated convolutions come here (undilated ones keep their schedule and their generated
+C). A 1-d one is split where `plan_regions` finds it pays; a 3-d one always is: on an AVX-512 EPYC
+the slices ran 3x (dilation 2, strided or not) to several hundred times (dilation 18 on 12^3)
+faster than the tiled schedule.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ from dataclasses import dataclass, replace
 from ... import te
 from ...tir import expr as E
 from ..schedule_context import ScheduleContext
-from .conv_regions import DimGeometry, RegionPlan, Span, plan_regions, region_reader, tap_pieces
-from .conv_schedule import ConvGeometry, PlanarReader, WeightReader, planar_tiles
+from .conv_regions import DimGeometry, RegionPlan, Span, plan_regions, region_reader, tap_pieces, tap_spans
+from .conv_schedule import ConvGeometry, ImageTaps, PlanarReader, WeightReader, planar_tiles
 
 
 def sliced_conv(data: te.Tensor, weight: WeightReader, g: ConvGeometry, begins: Sequence[int], ends: Sequence[int],
@@ -64,55 +68,80 @@ def _conv1d(data: te.Tensor, weight: WeightReader, g: ConvGeometry, begins: Sequ
 
 
 @dataclass(frozen=True)
-class DepthPiece:
-    """Depth tap `span.tap_start` over output depths `span.start`..`span.stop`, as a 2-d convolution
-    of the depth slices it reads: `flat` its geometry (one image per output depth), `plan` its regions
-    (None: one plane)."""
+class DepthPlan:
+    """How a 3-d convolution runs on its depth slices: `spans` of output depths, each with the depth taps
+    [tap_start, tap_stop) it computes; `across` when each span takes its taps across images (spans of
+    constant tap range, `tap_spans`), else each is one tap (`tap_pieces`, overlapping, summed). `slab`:
+    the regions of every span's 2-d convolution (None: one plane)."""
 
-    span: Span
-    flat: ConvGeometry
-    plan: RegionPlan | None
+    depth: DimGeometry
+    spans: tuple[Span, ...]
+    across: bool
+    slab: RegionPlan | None
+
+    def slices_copied(self) -> int:
+        """Depth slices copied into planes, per image."""
+        return sum(self.depth.window(s) if self.across else s.size for s in self.spans if s.taps)
 
 
-def depth_pieces(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int],
-                 ends: Sequence[int]) -> tuple[DepthPiece, ...]:
-    """For each depth tap that reads the input somewhere, its piece (see `DepthPiece`)."""
+def plan_depth(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int], ends: Sequence[int]) -> DepthPlan:
+    """The depth plan that copies fewer slices (spans across images on a tie; per tap where the 2-d
+    slices split into regions)."""
     depth = DimGeometry(in_spatial[0], g.out_shape[2], g.kernel[0], g.strides[0], g.dilation[0], begins[0])
-    pieces = []
-    for span in tap_pieces(depth):
-        flat = replace(g, out_shape=(g.out_shape[0] * span.size, g.out_shape[1], *g.out_shape[3:]),
-                       kernel=g.kernel[1:], strides=g.strides[1:], dilation=g.dilation[1:],
-                       in_spatial=tuple(in_spatial[1:]))
-        pieces.append(DepthPiece(span, flat, plan_regions(in_spatial[1:], flat, begins[1:], ends[1:])))
-    return tuple(pieces)
+    slab = plan_regions(in_spatial[1:], _flat(g, 1, in_spatial), begins[1:], ends[1:])
+    per_tap = DepthPlan(depth, tap_pieces(depth), False, slab)
+    across = DepthPlan(depth, tap_spans(depth), True, slab)
+    return across if slab is None and across.slices_copied() <= per_tap.slices_copied() else per_tap
+
+
+def _flat(g: ConvGeometry, images: int, in_spatial: Sequence[int]) -> ConvGeometry:
+    """The 2-d convolution of one depth slice, `images` output depths as images."""
+    return replace(g, out_shape=(g.out_shape[0] * images, g.out_shape[1], *g.out_shape[3:]), kernel=g.kernel[1:],
+                   strides=g.strides[1:], dilation=g.dilation[1:], in_spatial=tuple(in_spatial[1:]))
 
 
 def _conv3d(data: te.Tensor, weight: WeightReader, g: ConvGeometry, begins: Sequence[int], ends: Sequence[int],
             sched: ScheduleContext, name: str) -> te.Tensor:
     n_, c_in = data.shape[:2]
     in_spatial = tuple(data.shape[2:])
-    pieces = depth_pieces(in_spatial, g, begins, ends)
-    stride, dilation, pad = g.strides[0], g.dilation[0], begins[0]
+    plan = plan_depth(in_spatial, g, begins, ends)
+    stride, dilation = g.strides[0], g.dilation[0]
     readers: list[tuple[Span, PlanarReader]] = []
-    for index, piece in enumerate(pieces):
-        span, tap = piece.span, piece.span.tap_start
-        first = span.start * stride - pad + tap * dilation  # the input depth output depth span.start reads
+    for index, span in enumerate(s for s in plan.spans if s.taps):
+        first = plan.depth.first_input(span)  # the input depth output depth span.start's first tap reads
+        # the slices as images: the span's window when its taps run across images, else one per output depth
+        per_image, step = (plan.depth.window(span), 1) if plan.across else (span.size, stride)
 
-        def slices(b: E.Var, c: E.Var, h: E.Var, w: E.Var, span: Span = span, first: int = first) -> E.PrimExpr:
-            image, depth = (E.floordiv(b, span.size), E.floormod(b, span.size)) if n_ > 1 else (0, b)
-            return data[(image, c, E.add(E.mul(depth, stride), first), h, w)]
+        def slices(b: E.Var, c: E.Var, h: E.Var, w: E.Var, per_image: int = per_image, step: int = step,
+                   first: int = first) -> E.PrimExpr:
+            image, depth = (E.floordiv(b, per_image), E.floormod(b, per_image)) if n_ > 1 else (0, b)
+            return data[(image, c, E.add(E.mul(depth, step), first), h, w)]
 
-        view = te.compute((n_ * span.size, c_in, *in_spatial[1:]), slices, name=f"{name}_d{index}_slices")
-
-        def plane_weight(c: E.PrimExpr, rc: E.PrimExpr, taps: Sequence[E.PrimExpr], tap: int = tap) -> E.PrimExpr:
-            return weight(c, rc, [E.const(tap, "int32"), *taps])
-
+        view = te.compute((n_ * per_image, c_in, *in_spatial[1:]), slices, name=f"{name}_d{index}_slices")
+        flat = _flat(g, span.size, in_spatial)
         piece_name, prefix = f"{name}_d{index}", f"d{index}_"
-        if piece.plan is not None:
-            read = region_reader(view, piece.plan, plane_weight, piece.flat, sched, piece_name, prefix)
+        if plan.across:
+            def plane_weight(c: E.PrimExpr, rc: E.PrimExpr, taps: Sequence[E.PrimExpr],
+                             tap: int = span.tap_start) -> E.PrimExpr:
+                return weight(c, rc, [E.add(taps[0], tap) if tap else taps[0], *taps[1:]])
+
+            def image_of(n: E.PrimExpr, t: E.PrimExpr, span: Span = span, per_image: int = per_image) -> E.PrimExpr:
+                # output depth span.start + o of image i reads window slice o*stride + t*dilation
+                o, i = (E.floormod(n, span.size), E.floordiv(n, span.size)) if n_ > 1 else (n, 0)
+                return E.add(E.mul(i, per_image), E.add(E.mul(o, stride), E.mul(t, dilation)))
+
+            read = planar_tiles(view, begins[1:], ends[1:], plane_weight, flat.scheduled(sched), piece_name,
+                                planes_name=f"{prefix}planes", image_taps=ImageTaps(span.taps, image_of))
         else:
-            read = planar_tiles(view, begins[1:], ends[1:], plane_weight, piece.flat.scheduled(sched), piece_name,
-                                planes_name=f"{prefix}planes")
+            def tap_weight(c: E.PrimExpr, rc: E.PrimExpr, taps: Sequence[E.PrimExpr],
+                           tap: int = span.tap_start) -> E.PrimExpr:
+                return weight(c, rc, [E.const(tap, "int32"), *taps])
+
+            if plan.slab is not None:
+                read = region_reader(view, plan.slab, tap_weight, flat, sched, piece_name, prefix)
+            else:
+                read = planar_tiles(view, begins[1:], ends[1:], tap_weight, flat.scheduled(sched), piece_name,
+                                    planes_name=f"{prefix}planes")
         readers.append((span, read))
 
     def element(n: E.Var, c: E.Var, d: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
