@@ -141,6 +141,11 @@ def test_depth_taps_cover_only_the_output_depths_where_they_read_the_input() -> 
     plan = plan_depth((16, 10, 11), g, (2, 1, 1), (2, 1, 1))
     assert plan.across and plan.spans == (Span(0, 2, 1, 3), Span(2, 14, 0, 3), Span(14, 16, 0, 2))
     assert plan.slices_copied() == 4 + 16 + 4
+    # stride 2 and dilation 2 read the even depths only: the windows (3, 17 and 3 depths) copy those
+    g = ConvGeometry((1, 8, 9, 10, 11), (3, 3, 3), (2, 1, 1), (2, 1, 1), 4, 8, in_spatial=(17, 10, 11))
+    plan = plan_depth((17, 10, 11), g, (2, 1, 1), (2, 1, 1))
+    assert plan.across and plan.step == 2 and plan.spans == (Span(0, 1, 1, 3), Span(1, 8, 0, 3), Span(8, 9, 0, 2))
+    assert plan.slices_copied() == 2 + 9 + 2  # per tap: 8 + 9 + 8
 
 
 @pytest.mark.parametrize("across", [True, False])

@@ -26,6 +26,7 @@ faster than the tiled schedule.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -79,9 +80,20 @@ class DepthPlan:
     across: bool
     slab: RegionPlan | None
 
+    @property
+    def step(self) -> int:
+        """Every how many input depths a span's taps read one, across images (the depth stride and dilation
+        both move by multiples of it)."""
+        return math.gcd(self.depth.stride, self.depth.dilation) if self.across else self.depth.stride
+
+    def slices(self, span: Span) -> int:
+        """The depth slices copied into planes for `span`: its window (the depths of one phase of it), or
+        one per output depth."""
+        return (self.depth.window(span) - 1) // self.step + 1 if self.across else span.size
+
     def slices_copied(self) -> int:
         """Depth slices copied into planes, per image."""
-        return sum(self.depth.window(s) if self.across else s.size for s in self.spans if s.taps)
+        return sum(self.slices(s) for s in self.spans if s.taps)
 
 
 def plan_depth(in_spatial: Sequence[int], g: ConvGeometry, begins: Sequence[int], ends: Sequence[int]) -> DepthPlan:
@@ -110,7 +122,7 @@ def _conv3d(data: te.Tensor, weight: WeightReader, g: ConvGeometry, begins: Sequ
     for index, span in enumerate(s for s in plan.spans if s.taps):
         first = plan.depth.first_input(span)  # the input depth output depth span.start's first tap reads
         # the slices as images: the span's window when its taps run across images, else one per output depth
-        per_image, step = (plan.depth.window(span), 1) if plan.across else (span.size, stride)
+        per_image, step = plan.slices(span), plan.step
 
         def slices(b: E.Var, c: E.Var, h: E.Var, w: E.Var, per_image: int = per_image, step: int = step,
                    first: int = first) -> E.PrimExpr:
@@ -126,9 +138,9 @@ def _conv3d(data: te.Tensor, weight: WeightReader, g: ConvGeometry, begins: Sequ
                 return weight(c, rc, [E.add(taps[0], tap) if tap else taps[0], *taps[1:]])
 
             def image_of(n: E.PrimExpr, t: E.PrimExpr, span: Span = span, per_image: int = per_image) -> E.PrimExpr:
-                # output depth span.start + o of image i reads window slice o*stride + t*dilation
+                # output depth span.start + o of image i reads window depth o*stride + t*dilation (steps apart)
                 o, i = (E.floormod(n, span.size), E.floordiv(n, span.size)) if n_ > 1 else (n, 0)
-                return E.add(E.mul(i, per_image), E.add(E.mul(o, stride), E.mul(t, dilation)))
+                return E.add(E.mul(i, per_image), E.add(E.mul(o, stride // step), E.mul(t, dilation // step)))
 
             read = planar_tiles(view, begins[1:], ends[1:], plane_weight, flat.scheduled(sched), piece_name,
                                 planes_name=f"{prefix}planes", image_taps=ImageTaps(span.taps, image_of))
