@@ -20,8 +20,8 @@ padded to 40 and most taps multiply zeros. Instead:
 One copy sums the spans or pieces into the NCW or NCDHW output; bias and activation epilogues run
 there. Only dilated convolutions come here (undilated ones keep their schedule and their generated
 C). A 1-d one is split where `plan_regions` finds it pays; a 3-d one always is: on an AVX-512 EPYC
-the slices ran 3x (dilation 2, strided or not) to several hundred times (dilation 18 on 12^3)
-faster than the tiled schedule.
+(16 to 64 channels, one thread) the slices ran from 1.4x (dilation 2, stride 2 on 32^3) and 3.6x
+(dilation 2 on 16^3) to about 900x (dilation 18 on 12^3) faster than the tiled schedule.
 """
 
 from __future__ import annotations
