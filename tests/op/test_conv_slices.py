@@ -4,6 +4,7 @@ which schedule each takes, and the scratch they need (no padded blow-up)."""
 from __future__ import annotations
 
 import math
+import platform
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,6 +21,7 @@ from tessera.op.nn import conv_slices
 from tessera.op.nn.conv_regions import DimGeometry, Span, tap_pieces, tap_spans
 from tessera.op.nn.conv_schedule import ConvGeometry
 from tessera.op.nn.conv_slices import DepthPlan, plan_depth
+from tessera.target.simd import missing_level_features
 from tessera.testing.models import ort_session
 from tessera.tir import stmt as S
 from tessera.transform import PassContext
@@ -56,10 +58,10 @@ def sliced(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return taken
 
 
-def check_against_onnxruntime(model: onnx.ModelProto, shape: tuple[int, ...]) -> None:
+def check_against_onnxruntime(model: onnx.ModelProto, shape: tuple[int, ...], target: str = "c") -> None:
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     mod, params = from_onnx(model)
-    out = tessera.build(mod, params=params)(x)[0]
+    out = tessera.build(mod, target=target, params=params)(x)[0]
     ref = ort_session(model).run(None, {"x": x})[0]
     assert out.shape == ref.shape
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
@@ -120,6 +122,17 @@ def test_outputs_whose_taps_all_read_padding_are_the_bias(sliced: list[bool], sp
     d = len(spatial)
     model = conv_model(4, 8, spatial, k, (dilation,) * d, (pad,) * (2 * d), (1,) * d)
     check_against_onnxruntime(model, (1, 4, *spatial))
+    assert sliced == [True]
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or bool(missing_level_features("x86-64-v3")),
+                    reason="runs AVX2 code: needs an x86-64-v3 CPU")
+@pytest.mark.parametrize("spatial, dilation", [((20,), (24,)), ((9, 10, 11), (2, 2, 2)), ((9, 10, 11), (12, 12, 12))])
+def test_avx2_code_path(sliced: list[bool], spatial: tuple[int, ...], dilation: tuple[int, ...]) -> None:
+    """The 8-lane register tiles (the native target on an AVX-512 machine takes 16 lanes)."""
+    d = len(spatial)
+    model = conv_model(6, 16, spatial, 3, dilation, dilation * 2, (1,) * d)
+    check_against_onnxruntime(model, (1, 6, *spatial), target="c -mcpu=x86-64-v3")
     assert sliced == [True]
 
 
