@@ -5,19 +5,21 @@ Models: the nine light models of the ONNX suite with seeded random weights
 (`tessera.testing.mlperf_tiny`, random weights), four blocks whose
 convolutions and matrix products end in Clip, HardSwish, SiLU and GELU tails
 (`tessera.testing.tail_blocks`), a DeepLabV3-style ASPP head with dilated
-3x3 convolutions (`tessera.testing.aspp`) and two matmul-bound transformer
+3x3 convolutions (`tessera.testing.aspp`), two matmul-bound transformer
 encoder layers (`encoder_block.py`: ViT-B/16 at 197 tokens, BERT-base at
-128). For each model and thread
+128) and a ConvNeXt-T block (7x7 depthwise, LayerNorm over channels, GELU
+MLP, layer scale; `tessera.testing.convnext`). For each model and thread
 count, tessera's own generated C (target `c`, `GraphModule(lib,
 num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
 input; the runs alternate and the smaller of two medians counts. Optional
 columns: the same `c` build with a tuning log (`--tuning-log`, from `tessera
 tune`; `--tune` makes or extends it first) and the `blas` target (`--blas`;
-OpenBLAS itself runs on one thread unless OPENBLAS_NUM_THREADS is set). Prints each model's
-tessera/onnxruntime ratios, then per column the geometric mean and the worst
-model, and the Python-side compile time of ResNet-50 (gcc excluded).
+OpenBLAS itself runs on one thread unless OPENBLAS_NUM_THREADS is set). Prints the CPU and the
+x86-64 ISA level of this machine and of `--target`, each model's tessera/onnxruntime ratios, then
+per column and thread count the geometric mean and worst model of each family (`FAMILIES`) and of
+all, and the Python-side compile time of ResNet-50 (gcc excluded).
 
-    python benchmarks/latency.py                                 # all 20 models, 1 and 2 threads
+    python benchmarks/latency.py                                 # all 21 models, 1 and 2 threads
     python benchmarks/latency.py resnet50 kws_ds_cnn --threads 1 # a subset
     python benchmarks/latency.py --tuning-log tune.json --tune   # tune, then untuned and tuned columns
     python benchmarks/latency.py --target "c -mcpu=x86-64-v3"    # the AVX2 code path on any newer CPU
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import platform
 import statistics
 import sys
 import time
@@ -39,7 +42,9 @@ import onnx  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera.frontend import from_onnx  # noqa: E402
-from tessera.testing import mlperf_tiny, tail_blocks  # noqa: E402
+from tessera.target import Target  # noqa: E402
+from tessera.target.simd import X86_64_LEVELS, float32_lanes, host_arch, native_cpu_flags  # noqa: E402
+from tessera.testing import convnext, mlperf_tiny, tail_blocks  # noqa: E402
 from tessera.testing.aspp import ASPP_NAME, INPUT_SHAPE, aspp_head  # noqa: E402
 from tessera.testing.models import LIGHT_MODELS, data_input, light_path, ort_session, seeded_input  # noqa: E402
 from tessera.testing.weights import randomize_weights  # noqa: E402
@@ -49,8 +54,19 @@ from tessera.tune import LOG_CONFIG_KEY, TuningLog, tune  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import encoder_block  # noqa: E402
 
-MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS, ASPP_NAME, *encoder_block.BLOCKS)
+# the model families the summary reports apart (geometric mean and worst model of each)
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "zoo CNNs": LIGHT_MODELS,
+    "mlperf tiny": tuple(mlperf_tiny.MODELS),
+    "inverted residual": ("mobilenet_v2_block", "mobilenet_v3_block", "efficientnet_block"),
+    "dilated ASPP": (ASPP_NAME,),
+    "transformer": (*encoder_block.BLOCKS, "gpt2_mlp"),
+    "convnext": (convnext.CONVNEXT_NAME,),
+}
+MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS, ASPP_NAME, *encoder_block.BLOCKS,
+          convnext.CONVNEXT_NAME)
 ROUNDS = 2  # alternating rounds per runner; the smaller median counts
+NAME_WIDTH = max(map(len, MODELS))  # of the model column
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,8 @@ class Row:
 def load_model(name: str) -> tuple[onnx.ModelProto, str, np.ndarray]:
     if name == ASPP_NAME:
         return aspp_head(), "x", seeded_input(INPUT_SHAPE, seed=1)
+    if name == convnext.CONVNEXT_NAME:
+        return convnext.convnext_block(), "x", seeded_input(convnext.INPUT_SHAPE, seed=1)
     if name in encoder_block.BLOCKS:
         return encoder_block.build(name), "x", encoder_block.sample_input(name)
     if name in mlperf_tiny.MODELS:
@@ -149,29 +167,64 @@ def tune_models(models: list[str], path: str, budget: float, target: str) -> Non
               f"in {tuned.seconds:.1f} s", flush=True)
 
 
+def cpu_model() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it (the machine type where it does not)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            names = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
+    except OSError:
+        names = []
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+def isa_level(flags: frozenset[str]) -> str:
+    """The highest x86-64 ISA level (psABI) whose CPU flags are all in `flags`, or 'not x86-64'."""
+    levels = [level for level, needs in X86_64_LEVELS.items() if needs <= flags]
+    return levels[-1] if levels and platform.machine() in ("x86_64", "AMD64") else "not x86-64"
+
+
+def print_machine(target: str) -> None:
+    """The CPU and ISA level the numbers below were measured on, and what `target`'s C code is compiled for."""
+    native = isa_level(native_cpu_flags())
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores, ISA level {native}")
+    arch = host_arch(Target(target))
+    compiled_for = f"native = {native}" if arch == "native" else arch
+    print(f"target {target!r}: C compiled for {compiled_for} ({float32_lanes(Target(target))} float32 lanes "
+          f"per vector)\n")
+
+
 def print_header(variants: list[Variant]) -> None:
     cells = [f"{v.name + ' ms':>11s}" for v in variants] + [f"{'ort ms':>9s}"]
     cells += [f"{v.name + '/ort':>11s}" for v in variants]
-    print(f"{'model':14s} {'thr':>3s} " + " ".join(cells) + f" {'max |diff|':>10s}")
+    print(f"{'model':{NAME_WIDTH}s} {'thr':>3s} " + " ".join(cells) + f" {'max |diff|':>10s}")
 
 
 def print_row(row: Row, variants: list[Variant]) -> None:
     ort = row.seconds["ort"]
     cells = [f"{row.seconds[v.name] * 1e3:11.2f}" for v in variants] + [f"{ort * 1e3:9.2f}"]
     cells += [f"{row.seconds[v.name] / ort:11.2f}" for v in variants]
-    print(f"{row.model:14s} {row.threads:3d} " + " ".join(cells) + f" {row.error:10.2e}", flush=True)
+    print(f"{row.model:{NAME_WIDTH}s} {row.threads:3d} " + " ".join(cells) + f" {row.error:10.2e}", flush=True)
+
+
+def summary_line(label: str, ratios: dict[str, float]) -> str:
+    """`label`'s geometric mean and worst model of tessera/onnxruntime `ratios` (model -> ratio)."""
+    geo = math.exp(sum(map(math.log, ratios.values())) / len(ratios))
+    worst = max(ratios, key=ratios.__getitem__)
+    return f"  {label:18s} {len(ratios):6d} {geo:8.2f}   {worst} {ratios[worst]:.2f}"
 
 
 def print_summary(rows: list[Row], variants: list[Variant], threads: list[int]) -> None:
-    print()
     for n in threads:
         at = [r for r in rows if r.threads == n]
         for v in variants:
             ratios = {r.model: r.seconds[v.name] / r.seconds["ort"] for r in at}
-            geo = math.exp(sum(map(math.log, ratios.values())) / len(ratios))
-            worst = max(ratios, key=ratios.__getitem__)
-            print(f"tessera {v.name}/onnxruntime at {n} thread{'s' if n > 1 else ''}: geometric mean {geo:.2f}, "
-                  f"worst {worst} {ratios[worst]:.2f} ({len(ratios)} models)")
+            print(f"\ntessera {v.name}/onnxruntime at {n} thread{'s' if n > 1 else ''}:")
+            print(f"  {'family':18s} {'models':>6s} {'geomean':>8s}   worst")
+            for family, members in FAMILIES.items():
+                measured = {m: ratios[m] for m in members if m in ratios}
+                if measured:
+                    print(summary_line(family, measured))
+            print(summary_line("all", ratios))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--tune needs --tuning-log LOG.json (the log to write)")
     if any(n < 1 for n in args.threads):
         parser.error(f"--threads must be positive, got {args.threads}")
-    models = args.models or list(MODELS)
+    models = list(dict.fromkeys(args.models)) or list(MODELS)  # each once
     if args.tune:
         tune_models(models, args.tuning_log, args.tune_budget, args.target)
     variants = [Variant("c", args.target)]
@@ -205,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.blas:
         variants.append(Variant("blas", "blas"))
     started = time.perf_counter()
+    print_machine(args.target)
     print_header(variants)
     rows = []
     for name in models:
@@ -212,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print_row(row, variants)
     print_summary(rows, variants, args.threads)
-    print(f"benchmark time: {time.perf_counter() - started:.0f} s")
+    print(f"\nbenchmark time: {time.perf_counter() - started:.0f} s")
     if not args.no_compile_time:
         print(f"ResNet-50 compile time, Python side (gcc excluded): {resnet50_compile_time():.2f} s")
     return 0

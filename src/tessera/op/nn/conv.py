@@ -20,6 +20,7 @@ from ..registry import Op, OpPattern, TypeRelation, register_op
 from ..schedule_context import ScheduleContext
 from .conv_regions import plan_regions, region_conv
 from .conv_schedule import ConvGeometry, conv_schedule, pad_input, planar_conv
+from .conv_slices import sliced_conv
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,10 @@ def _make_compute(d: int):
             regions = plan_regions(data.shape[2:], geometry, attrs.padding[:d], attrs.padding[d:], sched)
             if regions is not None:
                 return region_conv(data, regions, read_weight, geometry, sched, f"conv{d}d")
+        else:  # 1-d and 3-d dilated ones as 2-d, split into regions likewise
+            sliced = sliced_conv(data, read_weight, geometry, attrs.padding[:d], attrs.padding[d:], sched, f"conv{d}d")
+            if sliced is not None:
+                return sliced
         g = geometry.scheduled(sched)
         if g.planar():
             return planar_conv(data, attrs.padding[:d], attrs.padding[d:], read_weight, g, f"conv{d}d")

@@ -227,6 +227,14 @@ def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Conv
 
     `g` is the whole convolution's geometry, its tile not chosen: each region chooses its own.
     """
+    read = region_reader(data, plan, weight, g, sched, name)
+    return te.compute(g.out_shape, read, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])
+
+
+def region_reader(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: ConvGeometry, sched: ScheduleContext,
+                  name: str, prefix: str = "") -> PlanarReader:
+    """Output element (n, c, y, x) of `region_conv`, for a caller that stitches it into its own copy
+    (`conv_slices`: a 1-d or 3-d convolution); `prefix` starts the names of its buffers."""
     h, w = plan.dims
     readers: dict[tuple[Span, Span], PlanarReader] = {}
     for index, (r, c) in enumerate(plan.regions()):
@@ -236,16 +244,16 @@ def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Conv
                          in_spatial=(h.window(r), w.window(c)))
         shifted = _shifted(weight, (r.tap_start, c.tap_start))
         if plan.gathers(r, c):
-            readers[(r, c)] = _gathered(data, plan, r, c, shifted, region, sched, name, index)
+            readers[(r, c)] = _gathered(data, plan, r, c, shifted, region, sched, name, index, prefix)
             continue
         # input row = first + r'*stride + k'*dilation for region output r' and region tap k'
         begins = (-h.first_input(r), -w.first_input(c))
         ends = tuple(win - size - b for win, size, b in
                      zip((h.window(r), w.window(c)), data.shape[2:], begins))
         readers[(r, c)] = planar_tiles(data, begins, ends, shifted, region.scheduled(sched), f"{name}_r{index}",
-                                       planes_name=f"planes_r{index}")
+                                       planes_name=f"{prefix}planes_r{index}")
 
-    def element(n: E.Var, ch: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+    def element(n: E.PrimExpr, ch: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr) -> E.PrimExpr:
         if plan.per_tap:
             return _summed(n, ch, y, x, plan, readers, data.dtype)
 
@@ -260,10 +268,10 @@ def region_conv(data: te.Tensor, plan: RegionPlan, weight: WeightReader, g: Conv
 
         return _chain(y, plan.rows, along_cols)
 
-    return te.compute(g.out_shape, element, name=f"{name}_out", axis_names=["n", "c", "o0", "o1"])
+    return element
 
 
-def _summed(n: E.Var, ch: E.Var, y: E.Var, x: E.Var, plan: RegionPlan,
+def _summed(n: E.PrimExpr, ch: E.PrimExpr, y: E.PrimExpr, x: E.PrimExpr, plan: RegionPlan,
             readers: dict[tuple[Span, Span], PlanarReader], dtype: str) -> E.PrimExpr:
     """The sum of the pieces that cover (y, x), each read only where it does (a guarded select)."""
     values = []
@@ -281,7 +289,7 @@ def _summed(n: E.Var, ch: E.Var, y: E.Var, x: E.Var, plan: RegionPlan,
 
 
 def _gathered(data: te.Tensor, plan: RegionPlan, r: Span, c: Span, weight: WeightReader, region: ConvGeometry,
-              sched: ScheduleContext, name: str, index: int) -> PlanarReader:
+              sched: ScheduleContext, name: str, index: int, prefix: str) -> PlanarReader:
     """Region (r, c) as a 1x1 convolution of an image with a channel per (input channel, tap): each
     tap's inputs for the region's outputs, side by side (im2col of the region; see `RegionPlan.gathers`)."""
     h, w = plan.dims
@@ -296,7 +304,7 @@ def _gathered(data: te.Tensor, plan: RegionPlan, r: Span, c: Span, weight: Weigh
                                E.logical_and(E.ge(col, 0), E.lt(col, w_in)))
         return E.select(inside, data[(n, channel, row, col)], E.const(0, data.dtype), guarded=True)
 
-    gathered = te.compute((n_, c_in * taps, r.size, c.size), element, name=f"taps_r{index}")
+    gathered = te.compute((n_, c_in * taps, r.size, c.size), element, name=f"{prefix}taps_r{index}")
 
     def read_weight(ch: E.PrimExpr, rc: E.PrimExpr, _: Sequence[E.PrimExpr]) -> E.PrimExpr:
         tap = E.floormod(rc, taps)
@@ -305,10 +313,10 @@ def _gathered(data: te.Tensor, plan: RegionPlan, r: Span, c: Span, weight: Weigh
     one_by_one = replace(region, kernel=(1, 1), strides=(1, 1), dilation=(1, 1), in_spatial=(r.size, c.size),
                          in_channels_per_group=region.in_channels_per_group * taps)
     return planar_tiles(gathered, (0, 0), (0, 0), read_weight, one_by_one.scheduled(sched), f"{name}_r{index}",
-                        planes_name=f"planes_r{index}")
+                        planes_name=f"{prefix}planes_r{index}")
 
 
-def _chain(index: E.Var, spans: Sequence[Span], value: Callable[[Span], E.PrimExpr]) -> E.PrimExpr:
+def _chain(index: E.PrimExpr, spans: Sequence[Span], value: Callable[[Span], E.PrimExpr]) -> E.PrimExpr:
     """value(span) for the span holding `index`: a chain of guarded selects (only the chosen region is read)."""
     result = value(spans[-1])
     for span in reversed(spans[:-1]):

@@ -278,8 +278,19 @@ def planar_conv(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], wei
 PlanarReader = Callable[[E.PrimExpr, E.PrimExpr, E.PrimExpr, E.PrimExpr], E.PrimExpr]
 
 
+@dataclass(frozen=True)
+class ImageTaps:
+    """A kernel dim across images, for `planar_tiles`: output image n sums over taps t < `taps` the
+    2-d convolution of input image `image(n, t)`, weight taps (t, kh, kw). A 3-d convolution with
+    its depth slices as the images (`conv_slices`), so each slice is copied into planes once."""
+
+    taps: int
+    image: Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]
+
+
 def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], weight: WeightReader,
-                 g: ConvGeometry, name: str, planes_name: str = "planes") -> PlanarReader:
+                 g: ConvGeometry, name: str, planes_name: str = "planes",
+                 image_taps: ImageTaps | None = None) -> PlanarReader:
     """A 2-d convolution of `data` (padded by `begins`/`ends`) as register tiles over flattened planes.
 
     The input is regrouped once, padding included, into `planes[n, c, ph, pw,
@@ -295,10 +306,12 @@ def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], we
     Tiles t[n, cb, ci, pb, pi] hold output channel cb*CB + ci at position
     pb*TW + pi, so one channel's positions are contiguous and the final copy
     (where bias and activation epilogues run) reads rows of OW values.
+
+    With `image_taps` the output images read other images of `data` (see `ImageTaps`).
     """
-    n_, oc = g.out_shape[:2]
+    oc = g.out_shape[1]
     oh, ow = g.out_shape[2:]
-    c_in, h_in, w_in = data.shape[1:]
+    n_, c_in, h_in, w_in = data.shape  # planes per input image
     sh, sw = g.strides
     dh, dw = g.dilation
     top, left = begins
@@ -322,6 +335,7 @@ def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], we
     planes = te.compute((n_, c_in, *phases, rows, pitch), plane, name=planes_name,
                         axis_names=["n", "c", "ph", "pw", "r", "x"], materialize=True)
     rc, (rkh, rkw) = _reduce_axes(g)
+    across = [te.reduce_axis(image_taps.taps, "rkd")] if image_taps else []
 
     def element(n: E.Var, cblock: E.Var, ci: E.Var, pb: E.Var, pi: E.Var) -> E.PrimExpr:
         c = E.add(E.mul(cblock, cb), ci)
@@ -332,13 +346,15 @@ def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], we
         # buffers by flat offset, so an index past the last axis's extent
         # addresses the following rows
         phase = [E.floormod(t, s) if kept == s else 0 for t, s, kept in zip((th, tw), (sh, sw), phases)]
-        a = planes[(n, channel, *phase, 0, q)]
-        return te.sum(E.mul(a, weight(c, rc.var, [rkh.var, rkw.var])), [rc, rkh, rkw])
+        image = image_taps.image(n, across[0].var) if image_taps else n
+        a = planes[(image, channel, *phase, 0, q)]
+        taps = [*(t.var for t in across), rkh.var, rkw.var]
+        return te.sum(E.mul(a, weight(c, rc.var, taps)), [rc, *across, rkh, rkw])
 
-    tiles = te.compute((n_, oc // cb, cb, blocks, width), element, name=name,
+    tiles = te.compute((g.out_shape[0], oc // cb, cb, blocks, width), element, name=name,
                        axis_names=["n", "cb", "ci", "pb", "pi"],
                        loop_order=["n", *(("pb", "cb") if g.positions_outer else ("cb", "pb")),
-                                   "rc", "rk0", "rk1", "ci", "pi"],
+                                   "rc", *(t.name for t in across), "rk0", "rk1", "ci", "pi"],
                        register_tile=True, unroll=["rk1"])
     channel_stride = blocks * width
 
