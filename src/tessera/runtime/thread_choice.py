@@ -1,0 +1,73 @@
+"""How many threads a graph run uses: all it may, or one, whichever recent runs found faster.
+
+`GraphModule(num_threads=N)` lets a run use N OpenMP threads. When other
+processes keep every core busy, the team's other threads get no core of
+their own: Linux wakes a sleeping pool thread on the core of the thread that
+forked the loop, the two take turns there, and each parallel loop costs two
+context switches and gains nothing. On a 2-core AMD EPYC (AVX-512) with a
+load of 10, a probe loop's worker started only when the forking thread had
+finished its share, and ic_resnet8 ran 0.37 ms a run at two threads against
+0.32 ms at one. onnxruntime's pool degrades better: the calling thread runs
+the work and withdraws the tasks no worker has started. An OpenMP team
+cannot (its join waits for every thread), so the module chooses per run
+instead: it times runs at N threads and at one, runs at the count whose
+recent runs took less time, and tries the other count one run in
+EXPLORE_EVERY to notice when the load changes. The outputs do not depend on
+the count (parallel loops share their iterations statically, and each
+element is computed by the same code on whichever thread), only the time.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections import deque
+
+WARM_UP = 3  # timed runs of each count before choosing (the first is with cold caches)
+WINDOW = 5  # the recent runs of a count whose median stands for it
+EXPLORE_EVERY = 16  # one run in this many uses the count not chosen, to keep its time current
+
+
+class ThreadChoice:
+    """The thread count of each run: `choose()` before it, `record(count, seconds)` after.
+
+    Thread-safe: one-call runs may choose and record from many threads at once.
+    """
+
+    def __init__(self, most: int) -> None:
+        if most < 1:
+            raise ValueError(f"most must be at least 1, got {most}")
+        self.counts = (most,) if most == 1 else (most, 1)
+        self._recent: dict[int, deque[float]] = {c: deque(maxlen=WINDOW) for c in self.counts}
+        self._seen = {c: 0 for c in self.counts}  # timed runs per count, ever
+        self._runs = 0
+        self._lock = threading.Lock()
+
+    def choose(self) -> int:
+        with self._lock:
+            self._runs += 1
+            if len(self.counts) == 1:
+                return self.counts[0]
+            for count in self.counts:  # warm-up: alternate, most threads first
+                if self._seen[count] < WARM_UP and self._seen[count] <= min(self._seen.values()):
+                    return count
+            best = self._best()
+            if self._runs % EXPLORE_EVERY == 0:
+                return next(c for c in self.counts if c != best)
+            return best
+
+    def record(self, count: int, seconds: float) -> None:
+        with self._lock:
+            self._recent[count].append(seconds)
+            self._seen[count] += 1
+
+    def best(self) -> int:
+        """The count whose recent runs took the least time (the most threads until both were timed)."""
+        with self._lock:
+            return self._best()
+
+    def _best(self) -> int:
+        timed = {c: statistics.median(r) for c, r in self._recent.items() if r}
+        if len(timed) < len(self.counts):
+            return self.counts[0]
+        return min(self.counts, key=lambda c: (timed[c], -c))
