@@ -56,7 +56,7 @@ def test_one_thread_is_never_a_choice():
 
 def _depthwise():
     rng = np.random.default_rng(4)
-    shape = (1, 96, 56, 56)  # a parallel copy, convolution and epilogue (te/parallel.py)
+    shape = (1, 96, 56, 56)  # its convolution is a parallel loop (te/parallel.py)
     x = relay.Var("x", relay.TensorType(shape, "float32"))
     w = relay.const(rng.standard_normal((96, 1, 3, 3)).astype(np.float32))
     y = ew.relu(conv.conv2d(x, w, strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=96))

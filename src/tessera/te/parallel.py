@@ -6,13 +6,14 @@ thread: about 7.5 us for an empty `omp parallel for` at two threads (2-core
 AMD EPYC, AVX-512), against 0.3 us for the same loop serial. A stage gains
 from a second thread only when its serial time is several times that.
 
-Work is counted in multiply-adds of a reduction's inner loop, the unit gcc
-vectorises best (0.02 to 0.04 ns each in a convolution's register tile
-there). An element of a stage without a reduction (a padded copy, an
-elementwise tail) costs much more than one: 0.1 ns in a vectorised
-epilogue, 0.5 ns in a padded copy with bounds tests. So it counts as
-ELEMENT_WORK, and each output element of a reduction adds it to the
-reduction's extent (its initial value, its store, its epilogue).
+Work is counted in loop iterations, a reduction's included. Counting an
+element of a copy or an elementwise tail as several multiply-adds (it costs
+more: 0.1 to 0.5 ns against 0.02 to 0.04 ns in a convolution's register
+tile) made the padded copies and epilogues of MobileNetV2's 56x56
+convolutions parallel loops, and gcc compiled the copy outlined into its
+OpenMP function slower: 0.40 ms instead of 0.31 ms for the depthwise kernel
+at one thread, and no gain at two on a busy machine. So every iteration
+counts one.
 """
 
 from __future__ import annotations
@@ -21,26 +22,21 @@ import math
 
 from ..tir import expr as E
 from ..tir import stmt as S
-from .tensor import ComputeOp, Reduce
+from .tensor import ComputeOp
 
 # Stages with less work than this run on one thread: below it the fork and
 # join cost more than a second thread saves. At 1 << 16, kws_ds_cnn took
 # 0.17 ms at two threads against 0.10 ms at one; at 1 << 20 both 0.09 ms,
 # while DenseNet-121 keeps most of its two-thread gain (1 << 22 lost it).
 PARALLEL_MIN_WORK = 1 << 20
-# What one element of a stage costs, in the multiply-adds above (see the module doc).
-ELEMENT_WORK = 4
 # An outermost loop shorter than this shares its iterations with the next loop
 # (OpenMP collapse), so two or more threads get even shares.
 PARALLEL_MIN_EXTENT = 8
 
 
 def stage_work(op: ComputeOp) -> int:
-    """The estimated serial cost of `op`'s loops, in multiply-adds (see the module doc)."""
-    elements = math.prod(a.extent for a in op.axes)
-    if isinstance(op.body, Reduce):
-        return elements * (math.prod(a.extent for a in op.reduce_axes) + ELEMENT_WORK)
-    return elements * ELEMENT_WORK
+    """The loop iterations of `op`, its reduction's included (see the module doc)."""
+    return math.prod(a.extent for a in (*op.axes, *op.reduce_axes))
 
 
 def parallel_outer(nest: S.Stmt, work: int) -> S.Stmt:
