@@ -9,7 +9,7 @@ import tessera
 from tessera import relay
 from tessera.op import elemwise as ew
 from tessera.op.nn import conv
-from tessera.runtime.thread_choice import EXPLORE_EVERY, WARM_UP, WINDOW, ThreadChoice
+from tessera.runtime.thread_choice import EXPLORE_EVERY, MARGIN, WARM_UP, WINDOW, ThreadChoice
 
 
 def _runs(choice: ThreadChoice, seconds: dict[int, float], n: int) -> list[int]:
@@ -36,6 +36,20 @@ def test_runs_use_the_faster_count_and_try_the_other_now_and_then(faster):
     later = _runs(choice, seconds, 4 * EXPLORE_EVERY)
     assert later.count(3 - faster) == 4  # one run in EXPLORE_EVERY
     assert choice.best() == faster
+
+
+def test_a_tie_keeps_the_threads_asked_for():
+    choice = ThreadChoice(2)
+    _runs(choice, {2: 1.0, 1: 1.0 - MARGIN / 2}, 2 * WARM_UP + EXPLORE_EVERY)
+    assert choice.best() == 2
+
+
+def test_a_run_slowed_by_another_process_does_not_count_against_its_count():
+    choice = ThreadChoice(2)
+    for seconds in (1.0, 2.0, 1.0, 2.0, 9.0, 2.0):  # warm-up: the third run at two threads hit a busy core
+        count = choice.choose()
+        choice.record(count, seconds)
+    assert choice.best() == 2  # its fastest runs stand for it
 
 
 def test_a_change_of_load_changes_the_choice():

@@ -12,19 +12,25 @@ the work and withdraws the tasks no worker has started. An OpenMP team
 cannot (its join waits for every thread), so the module chooses per run
 instead: it times runs at N threads and at one, runs at the count whose
 recent runs took less time, and tries the other count one run in
-EXPLORE_EVERY to notice when the load changes. The outputs do not depend on
-the count (parallel loops share their iterations statically, and each
-element is computed by the same code on whichever thread), only the time.
+EXPLORE_EVERY to notice when the load changes.
+
+A count stands for the fastest of its recent runs, not their median: other
+processes only ever add time to a run, and the few runs of a model taking
+0.1 s each see the load change from one run to the next. One thread is
+chosen only when clearly faster (by MARGIN); when the two tie, the module
+uses the threads its caller asked for. The outputs do not depend on the
+count (parallel loops share their iterations statically, and each element
+is computed by the same code on whichever thread), only the time.
 """
 
 from __future__ import annotations
 
-import statistics
 import threading
 from collections import deque
 
 WARM_UP = 3  # timed runs of each count before choosing (the first is with cold caches)
-WINDOW = 5  # the recent runs of a count whose median stands for it
+WINDOW = 5  # the recent runs of a count whose fastest stands for it
+MARGIN = 0.02  # one thread is chosen when its runs take this share less time than all threads' runs
 EXPLORE_EVERY = 16  # one run in this many uses the count not chosen, to keep its time current
 
 
@@ -67,7 +73,7 @@ class ThreadChoice:
             return self._best()
 
     def _best(self) -> int:
-        timed = {c: statistics.median(r) for c, r in self._recent.items() if r}
-        if len(timed) < len(self.counts):
+        if len(self.counts) == 1 or not all(self._recent.values()):
             return self.counts[0]
-        return min(self.counts, key=lambda c: (timed[c], -c))
+        most, one = (min(self._recent[c]) for c in self.counts)
+        return self.counts[1] if one < most * (1 - MARGIN) else self.counts[0]
