@@ -108,8 +108,7 @@ class GraphModule:
         most = self._most_threads = _thread_count(num_threads)
         self._set_threads = _thread_setter(lib.shared_library, most)
         # runs choose between `most` threads and one (thread_choice.py), unless OpenMP decides
-        adapt = adaptive_threads and most is not None and most > 1
-        self._thread_choice = ThreadChoice(most) if adapt and most is not None else None
+        self._thread_choice = ThreadChoice(most) if adaptive_threads and most is not None and most > 1 else None
         self._thread_setters = {c: _thread_setter(lib.shared_library, c)
                                 for c in (self._thread_choice.counts if self._thread_choice else ())}
         # a built library's graph is trusted; a loaded one's was checked by load_module (graph_json.py)
