@@ -14,6 +14,13 @@ instead: it times runs at N threads and at one, runs at the count whose
 recent runs took less time, and tries the other count one run in
 EXPLORE_EVERY to notice when the load changes.
 
+Only short runs choose. A run whose parallel loops last milliseconds gains
+from the second thread even on a busy machine (the scheduler moves it to the
+other core within the loop), and its time varies with the other processes'
+bursts far more than with the count (shufflenet at one thread: 6 ms a run,
+then 40 ms for a second, on the machine above). Once a run at N threads
+takes LONG_RUN or more, runs stay at N.
+
 A count stands for the fastest of its recent runs, not their median: other
 processes only ever add time to a run, and the few runs of a model taking
 0.1 s each see the load change from one run to the next. One thread is
@@ -32,6 +39,7 @@ WARM_UP = 3  # timed runs of each count before choosing (the first is with cold 
 WINDOW = 5  # the recent runs of a count whose fastest stands for it
 MARGIN = 0.02  # one thread is chosen when its runs take this share less time than all threads' runs
 EXPLORE_EVERY = 16  # one run in this many uses the count not chosen, to keep its time current
+LONG_RUN = 3e-3  # seconds: from this run time at all threads on, runs use all threads (see above)
 
 
 class ThreadChoice:
@@ -52,8 +60,9 @@ class ThreadChoice:
     def choose(self) -> int:
         with self._lock:
             self._runs += 1
-            if len(self.counts) == 1:
-                return self.counts[0]
+            most = self.counts[0]
+            if len(self.counts) == 1 or (self._recent[most] and min(self._recent[most]) >= LONG_RUN):
+                return most
             for count in self.counts:  # warm-up: alternate, most threads first
                 if self._seen[count] < WARM_UP and self._seen[count] <= min(self._seen.values()):
                     return count
