@@ -11,7 +11,6 @@ from tessera.op import elemwise as ew
 from tessera.op.nn import conv
 from tessera.runtime.thread_choice import EXPLORE_EVERY, LONG_RUN, MARGIN, WARM_UP, WINDOW, ThreadChoice
 
-
 MS = LONG_RUN / 10  # runs short enough to choose
 
 
