@@ -11,7 +11,9 @@ encoder layers (`encoder_block.py`: ViT-B/16 at 197 tokens, BERT-base at
 MLP, layer scale; `tessera.testing.convnext`). For each model and thread
 count, tessera's own generated C (target `c`, `GraphModule(lib,
 num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
-input; the runs alternate and the smaller of two medians counts. Optional
+input; the runs alternate and the smaller of two medians counts. (At N > 1
+threads a GraphModule runs at N or at one, whichever its recent runs found
+faster: runtime/thread_choice.py.) Optional
 columns: the same `c` build with a tuning log (`--tuning-log`, from `tessera
 tune`; `--tune` makes or extends it first) and the `blas` target (`--blas`;
 OpenBLAS itself runs on one thread unless OPENBLAS_NUM_THREADS is set). Prints the CPU and the

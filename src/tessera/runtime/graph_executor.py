@@ -15,7 +15,10 @@ Kernels of host builds run their parallel loops on OpenMP threads:
 `num_threads` (or the TESSERA_NUM_THREADS environment variable) sets how
 many for this module's runs; by default OpenMP decides (OMP_NUM_THREADS, else
 one per core). OpenMP keeps that setting per calling thread, so every run
-sets it again in the thread it runs on.
+sets it again in the thread it runs on. With num_threads above one, a run
+uses all of them or one, whichever recent runs found faster (other processes
+busy on the cores make the threads take turns on one: thread_choice.py);
+`adaptive_threads=False` always uses all.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import functools
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -34,6 +38,7 @@ from .graph_json import GraphJson
 from .graph_library import GraphExecutorLibrary
 from .graph_storage import Call, GraphLayout, Workspace, kernel_failure
 from .shared_library import SharedLibrary
+from .thread_choice import ThreadChoice
 
 
 def _thread_count(requested: int | None) -> int | None:
@@ -66,6 +71,13 @@ def _thread_setter(shared: SharedLibrary, count: int | None) -> Callable[[], obj
     return functools.partial(fn, count)
 
 
+def _run_calls(calls: list[Call]) -> None:
+    for name, call in calls:
+        status = call()  # a segment raises for its failing kernel itself
+        if status != 0:
+            raise kernel_failure(name, status)
+
+
 class GraphModule:
     """Executes a built library: `gm(*inputs)` once, or `set_input`, `run`, `get_output`.
 
@@ -89,10 +101,16 @@ class GraphModule:
     set_input-run-get_output sequence.
     """
 
-    def __init__(self, lib: GraphExecutorLibrary, num_threads: int | None = None) -> None:
+    def __init__(self, lib: GraphExecutorLibrary, num_threads: int | None = None,
+                 adaptive_threads: bool = True) -> None:
         # `lib` is what tessera.build returns (or load_module loads)
         lib.shared_library.check_cpu()
-        self._set_threads = _thread_setter(lib.shared_library, _thread_count(num_threads))
+        most = self._most_threads = _thread_count(num_threads)
+        self._set_threads = _thread_setter(lib.shared_library, most)
+        # runs choose between `most` threads and one (thread_choice.py), unless OpenMP decides
+        self._thread_choice = ThreadChoice(most) if adaptive_threads and most is not None and most > 1 else None
+        self._thread_setters = {c: _thread_setter(lib.shared_library, c)
+                                for c in (self._thread_choice.counts if self._thread_choice else ())}
         # a built library's graph is trusted; a loaded one's was checked by load_module (graph_json.py)
         self._graph: GraphJson = json.loads(lib.graph_json)
         self._layout = GraphLayout(self._graph, lib.params, lib.find_function)
@@ -181,11 +199,23 @@ class GraphModule:
             self._staged = self._finish([self._state.array(e) for e in self._layout.outputs])
 
     def _execute(self, calls: list[Call]) -> None:
-        self._set_threads()
-        for name, call in calls:
-            status = call()  # a segment raises for its failing kernel itself
-            if status != 0:
-                raise kernel_failure(name, status)
+        choice = self._thread_choice
+        if choice is None:
+            self._set_threads()
+            _run_calls(calls)
+            return
+        threads = choice.choose()
+        self._thread_setters[threads]()
+        start = time.perf_counter()
+        _run_calls(calls)
+        choice.record(threads, time.perf_counter() - start)
+
+    @property
+    def threads_chosen(self) -> int | None:
+        """The thread count runs use now (None: OpenMP decides); see thread_choice.py."""
+        if self._thread_choice is None:
+            return self._most_threads
+        return self._thread_choice.best()
 
     def get_output(self, index: int) -> np.ndarray:
         if not 0 <= index < self.num_outputs:

@@ -13,7 +13,7 @@ A passive policy makes a waiting thread sleep at once, so a preempted partner
 can move to the freed core; there DenseNet-121 at two threads ran in 0.07 s.
 (A short spin, GOMP_SPINCOUNT=1000, about 10 us, still took 0.4 s.) Waking a
 sleeping thread costs microseconds at the start of each parallel loop, which
-is why small kernels stay on one thread (te/lower.py, PARALLEL_MIN_WORK). So
+is why small kernels stay on one thread (te/parallel.py, PARALLEL_MIN_WORK). So
 before the first host library loads, `prepare_openmp` loads libgomp itself
 with OMP_WAIT_POLICY=PASSIVE in the environment and restores the environment
 afterwards (child processes see the user's). It changes nothing when the user

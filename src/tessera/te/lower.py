@@ -47,20 +47,10 @@ from ..tir.functor import map_expr, substitute, walk_expr
 from ..tir.simplify import simplify_index
 from .extern import ExternOp, loop_nest
 from .loop_shapes import merge_contiguous_axes, split_innermost
+from .parallel import parallel_outer, stage_work
 from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor, producer_of
 
 Stage = ComputeOp | ExternOp
-
-# Stages with fewer loop iterations (all axes, reductions included) than this
-# run on one thread: below it, waking the other threads costs more than it saves.
-# The pool waits passively (runtime/openmp_wait.py), so a wake is a futex call:
-# at 1 << 16, kws_ds_cnn took 0.17 ms at two threads against 0.10 ms at one; at
-# 1 << 20 both 0.09 ms, while DenseNet-121 keeps most of its two-thread gain
-# (2-core AMD EPYC, AVX-512; 1 << 22 lost it).
-PARALLEL_MIN_WORK = 1 << 20
-# An outermost loop shorter than this shares its iterations with the next loop
-# (OpenMP collapse), so two or more threads get even shares.
-PARALLEL_MIN_EXTENT = 8
 
 # The largest register tile (see `te.compute(register_tile=True)`) kept in a
 # local array; a larger one accumulates in the output buffer as usual.
@@ -137,21 +127,6 @@ def _combine(r: Reduce, acc: E.PrimExpr, value: E.PrimExpr) -> E.PrimExpr:
         Combiner.MIN: E.minimum,
     }
     return table[r.combiner](acc, value)
-
-
-def _parallel_outer(nest: S.Stmt, work: int) -> S.Stmt:
-    """`nest` with its outermost loop (two loops when it is short) run by all threads.
-
-    Only the output's spatial loops come first in a stage's nest, and every
-    iteration writes its own elements, so the iterations are independent;
-    scratch inside them is declared in the loop body (private per thread).
-    """
-    if work < PARALLEL_MIN_WORK or not isinstance(nest, S.For):
-        return nest
-    body = nest.body
-    if isinstance(body, S.For) and E.is_const(nest.extent) and nest.extent.value < PARALLEL_MIN_EXTENT:
-        body = S.For(body.loop_var, body.extent, body.body, S.ForKind.PARALLEL)
-    return S.For(nest.loop_var, nest.extent, body, S.ForKind.PARALLEL)
 
 
 class _Lowering:
@@ -392,7 +367,7 @@ class _Lowering:
         # stages computed per iteration of an extern's loops, or updating its result in place, run on
         # one thread like the extern (a library call may use threads of its own)
         updates_extern = any(op is tail for tail in self.in_place.values())
-        work = math.prod(a.extent for a in (*op.axes, *op.reduce_axes)) if parallel and not updates_extern else 0
+        work = stage_work(op) if parallel and not updates_extern else 0
         if not isinstance(op.body, Reduce):
             value = self._simplified(op, self.expand(op.body))
             axes = self._ordered_axes(op)
@@ -401,8 +376,8 @@ class _Lowering:
                 axes, store = merge_contiguous_axes(axes, store)
             split = split_innermost(axes[-1].var, axes[-1].extent, store) if op.split_bounds and axes else None
             if split is not None:
-                return _parallel_outer(loop_nest(axes[:-1], split), work)
-            return _parallel_outer(loop_nest(axes, store), work)
+                return parallel_outer(loop_nest(axes[:-1], split), work)
+            return parallel_outer(loop_nest(axes, store), work)
         reduce = op.body
         order = self._ordered_axes(op)
         # a reduction over no axes (a 0-d input) combines its one element with the identity
@@ -424,7 +399,7 @@ class _Lowering:
         epilogue = self.epilogue_of.get(id(op))
         if epilogue is not None and id(op) not in self.converted:
             core = S.seq(core, self._emit_epilogue(epilogue, op, inner_spatial))
-        return _parallel_outer(loop_nest(outer, core), work)
+        return parallel_outer(loop_nest(outer, core), work)
 
     def _accumulate_locally(
         self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr,

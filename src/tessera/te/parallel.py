@@ -1,0 +1,56 @@
+"""Which loop of a stage runs on all threads, and whether it is worth it.
+
+A parallel loop costs a fork and a join of the OpenMP team. The pool waits
+passively (runtime/openmp_wait.py), so each is a futex wake of a sleeping
+thread: about 7.5 us for an empty `omp parallel for` at two threads (2-core
+AMD EPYC, AVX-512), against 0.3 us for the same loop serial. A stage gains
+from a second thread only when its serial time is several times that.
+
+Work is counted in loop iterations, a reduction's included. Counting an
+element of a copy or an elementwise tail as several multiply-adds (it costs
+more: 0.1 to 0.5 ns against 0.02 to 0.04 ns in a convolution's register
+tile) made the padded copies and epilogues of MobileNetV2's 56x56
+convolutions parallel loops, and gcc compiled the copy outlined into its
+OpenMP function slower: 0.40 ms instead of 0.31 ms for the depthwise kernel
+at one thread, and no gain at two on a busy machine. So every iteration
+counts one.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..tir import expr as E
+from ..tir import stmt as S
+from .tensor import ComputeOp
+
+# Stages with less work than this run on one thread: below it the fork and
+# join cost more than a second thread saves. At 1 << 16, kws_ds_cnn took
+# 0.17 ms at two threads against 0.10 ms at one; at 1 << 20 both 0.09 ms,
+# while DenseNet-121 keeps most of its two-thread gain (1 << 22 lost it).
+PARALLEL_MIN_WORK = 1 << 20
+# An outermost loop shorter than this shares its iterations with the next loop
+# (OpenMP collapse), so two or more threads get even shares.
+PARALLEL_MIN_EXTENT = 8
+
+
+def stage_work(op: ComputeOp) -> int:
+    """The loop iterations of `op`, its reduction's included (see the module doc)."""
+    return math.prod(a.extent for a in (*op.axes, *op.reduce_axes))
+
+
+def parallel_outer(nest: S.Stmt, work: int) -> S.Stmt:
+    """`nest` with its outermost loop (two loops when it is short) run by all threads.
+
+    Only the output's spatial loops come first in a stage's nest, and every
+    iteration writes its own elements, so the iterations are independent;
+    scratch inside them is declared in the loop body (private per thread).
+    (Loops of one iteration, such as a batch of 1, are not in the nest:
+    `loop_nest` replaces them by index 0.)
+    """
+    if work < PARALLEL_MIN_WORK or not isinstance(nest, S.For):
+        return nest
+    body = nest.body
+    if isinstance(body, S.For) and E.is_const(nest.extent) and nest.extent.value < PARALLEL_MIN_EXTENT:
+        body = S.For(body.loop_var, body.extent, body.body, S.ForKind.PARALLEL)
+    return S.For(nest.loop_var, nest.extent, body, S.ForKind.PARALLEL)

@@ -1,0 +1,97 @@
+"""A run's thread count: all it may use, or one, whichever recent runs found faster (runtime/thread_choice.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import relay
+from tessera.op import elemwise as ew
+from tessera.op.nn import conv
+from tessera.runtime.thread_choice import EXPLORE_EVERY, LONG_RUN, MARGIN, WARM_UP, WINDOW, ThreadChoice
+
+MS = LONG_RUN / 10  # runs short enough to choose
+
+
+def _runs(choice: ThreadChoice, seconds: dict[int, float], n: int) -> list[int]:
+    """The counts of `n` runs, each taking `seconds[count]`."""
+    counts = []
+    for _ in range(n):
+        count = choice.choose()
+        choice.record(count, seconds[count])
+        counts.append(count)
+    return counts
+
+
+def test_warm_up_alternates_starting_with_all_threads():
+    choice = ThreadChoice(4)
+    assert choice.counts == (4, 1)
+    assert _runs(choice, {4: MS, 1: 2 * MS}, 2 * WARM_UP) == [4, 1] * WARM_UP
+
+
+@pytest.mark.parametrize("faster", [1, 2])
+def test_runs_use_the_faster_count_and_try_the_other_now_and_then(faster):
+    choice = ThreadChoice(2)
+    seconds = {faster: MS, 3 - faster: 1.5 * MS}
+    _runs(choice, seconds, 2 * WARM_UP)
+    later = _runs(choice, seconds, 4 * EXPLORE_EVERY)
+    assert later.count(3 - faster) == 4  # one run in EXPLORE_EVERY
+    assert choice.best() == faster
+
+
+def test_a_tie_keeps_the_threads_asked_for():
+    choice = ThreadChoice(2)
+    _runs(choice, {2: MS, 1: (1 - MARGIN / 2) * MS}, 2 * WARM_UP + EXPLORE_EVERY)
+    assert choice.best() == 2
+
+
+def test_a_run_slowed_by_another_process_does_not_count_against_its_count():
+    choice = ThreadChoice(2)
+    for seconds in (MS, 2 * MS, MS, 2 * MS, 9 * MS, 2 * MS):  # warm-up: the third run at two threads hit a busy core
+        count = choice.choose()
+        choice.record(count, seconds)
+    assert choice.best() == 2  # its fastest runs stand for it
+
+
+def test_long_runs_keep_all_threads():
+    choice = ThreadChoice(2)
+    # from the first run at all threads on, though one thread would be faster: no run at one thread
+    assert _runs(choice, {2: 2 * LONG_RUN, 1: LONG_RUN}, 4 * EXPLORE_EVERY) == [2] * 4 * EXPLORE_EVERY
+
+
+def test_a_change_of_load_changes_the_choice():
+    choice = ThreadChoice(2)
+    _runs(choice, {2: MS, 1: 2 * MS}, 2 * WARM_UP + EXPLORE_EVERY)
+    assert choice.best() == 2
+    # another process takes the second core: two threads now take turns on one
+    _runs(choice, {2: 3 * MS, 1: 2 * MS}, WINDOW * EXPLORE_EVERY)
+    assert choice.best() == 1
+
+
+def test_one_thread_is_never_a_choice():
+    choice = ThreadChoice(1)
+    assert choice.counts == (1,) and _runs(choice, {1: MS}, 5) == [1] * 5
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        ThreadChoice(0)
+
+
+def _depthwise():
+    rng = np.random.default_rng(4)
+    shape = (1, 96, 56, 56)  # its convolution is a parallel loop (te/parallel.py)
+    x = relay.Var("x", relay.TensorType(shape, "float32"))
+    w = relay.const(rng.standard_normal((96, 1, 3, 3)).astype(np.float32))
+    y = ew.relu(conv.conv2d(x, w, strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=96))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((x,), y)))
+    return lib, rng.standard_normal(shape).astype(np.float32)
+
+
+def test_a_module_gives_the_same_outputs_at_whichever_count_it_chooses():
+    lib, x = _depthwise()
+    assert tessera.GraphModule(lib).threads_chosen is None  # OpenMP decides
+    assert tessera.GraphModule(lib, num_threads=2, adaptive_threads=False).threads_chosen == 2
+    reference = tessera.GraphModule(lib, num_threads=1)(x)[0]
+    adaptive = tessera.GraphModule(lib, num_threads=2)
+    for _ in range(2 * WARM_UP + 2):  # runs at both counts
+        np.testing.assert_array_equal(adaptive(x)[0], reference)
+    assert adaptive.threads_chosen in (1, 2)
