@@ -33,7 +33,7 @@ from .c_fast_math import DEPENDS as FAST_MATH_DEPENDS
 from .c_fast_math import INTRINSICS as FAST_MATH
 from ..op.nn.gemm import GemmKernel
 from .c_gemm import HEADERS as GEMM_HEADERS
-from .c_gemm import gemm_source
+from .c_gemm import entry_source, gemm_source
 from .c_helpers import helper_name, helper_source
 from .c_reserved import RESERVED_WORDS
 from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
@@ -173,10 +173,12 @@ class CodeGenC:
             self._helpers[name] = helper_source(kind, dtype)
         return name
 
-    def declare_gemm(self, kernel: GemmKernel) -> None:
-        """Define the packed-panel GEMM `kernel.symbol` (and the ISA headers it needs) in this unit."""
+    def declare_gemm(self, kernel: GemmKernel, entry: str) -> None:
+        """Define the packed-panel GEMM `kernel` (and the ISA headers it needs) in this unit, with the
+        entry `entry` (`kernel.symbol`, or `kernel.prepacked_symbol` for B packed at compile time)."""
         self._helpers.setdefault("ts_sgemm_headers", GEMM_HEADERS)
-        self._helpers.setdefault(kernel.symbol, gemm_source(kernel))
+        self._helpers.setdefault(f"{kernel.symbol}_driver", gemm_source(kernel))
+        self._helpers.setdefault(entry, entry_source(kernel, prepacked=entry == kernel.prepacked_symbol))
 
     def note_workspace(self) -> None:
         self._uses_workspace = True
@@ -500,7 +502,7 @@ class _FunctionWriter:
         if isinstance(e.func, str):
             gemm = GemmKernel.from_symbol(e.func)
             if gemm is not None:
-                self.gen.declare_gemm(gemm)
+                self.gen.declare_gemm(gemm, e.func)
             return self.gen.emit_extern_call(e.func, args, e)
         d = e.args[0].dtype if e.args else e.dtype
         if d == "float32" and e.func.value in FAST_MATH:

@@ -18,6 +18,13 @@ The loops, outermost first (`GemmKernel` fixes KC and MC):
   on AVX-512, 6 x 2 ymm for 6x16 on AVX2 with FMA) across the KC block, then
   added to C (the first K block stores), only rows < m and columns < n.
 
+A constant B (a weight) is packed once, at compile time: the PackGemmWeights
+pass (`tessera.transform.pack_gemm_weights`) stores it as `pack_b_panels`
+lays it out, every micro-panel k x NR and contiguous, and the product
+becomes `nn.matmul_prepacked`, whose kernel calls
+`ts_sgemm_<MR>x<NR>_prepacked`: the driver then reads B's micro-panels where
+they lie and packs only A.
+
 Outputs leave the microkernel as plain stores into the matmul's buffer, so a
 fused epilogue (bias, activation) runs after it as the extern's in-place
 elementwise tail (see `tessera.te.extern`).
@@ -30,9 +37,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ... import te
 from ...relay.ty import TensorType
 from ...target.simd import float32_lanes
+from ...target.target import Target
 from ...tir import expr as E
 from .._util import broadcast_indices
 from ..schedule_context import ScheduleContext
@@ -58,6 +68,11 @@ class GemmKernel:
         return f"ts_sgemm_{self.mr}x{self.nr}"
 
     @property
+    def prepacked_symbol(self) -> str:
+        """The entry reading B from micro-panels packed at compile time (`pack_b_panels`)."""
+        return f"{self.symbol}_prepacked"
+
+    @property
     def kc(self) -> int:
         """K per block: a B micro-panel of KC x NR floats fills L1_PANEL_BYTES."""
         return max(16, L1_PANEL_BYTES // (4 * self.nr))
@@ -69,8 +84,8 @@ class GemmKernel:
 
     @classmethod
     def from_symbol(cls, name: str) -> "GemmKernel | None":
-        """The kernel a C symbol names, or None if it names none (codegen's look-up of a call)."""
-        match = re.fullmatch(r"ts_sgemm_(\d+)x(\d+)", name)
+        """The kernel a C symbol names (either entry), or None if it names none (codegen's look-up of a call)."""
+        match = re.fullmatch(r"ts_sgemm_(\d+)x(\d+)(_prepacked)?", name)
         return cls(int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -82,16 +97,50 @@ KERNELS_BY_LANES: dict[int, tuple[GemmKernel, ...]] = {
 }
 
 
-def choose_kernel(sched: ScheduleContext, m: int, n: int, k: int, batch: Sequence[int]) -> GemmKernel | None:
+def choose_kernel(sched: ScheduleContext, m: int, n: int, k: int, batch: Sequence[int],
+                  panel_width: int | None = None) -> GemmKernel | None:
     """The microkernel for this product on `sched`'s target, or None where the plain schedule is kept
-    (targets without AVX2/AVX-512, e.g. Cortex-M; products with too few rows)."""
+    (targets without AVX2/AVX-512, e.g. Cortex-M; products with too few rows). `panel_width`: B comes
+    packed into micro-panels of this NR (`pack_b_panels`), so only kernels of that NR are candidates."""
     lanes = float32_lanes(sched.target)
     kernels = KERNELS_BY_LANES.get(lanes or 0)
     if kernels is None or m < MIN_ROWS:
         return None
+    if panel_width is not None:
+        kernels = tuple(g for g in kernels if g.nr == panel_width)
+        if not kernels:
+            return None
     candidates = [{"mr": g.mr, "nr": g.nr} for g in kernels]
-    picked = sched.choose("gemm", {"batch": list(batch), "m": m, "n": n, "k": k}, candidates, candidates[0])
+    description: dict[str, object] = {"batch": list(batch), "m": m, "n": n, "k": k}
+    if panel_width is not None:  # a workload of its own: its candidates differ
+        description["b_panels"] = panel_width
+    picked = sched.choose("gemm", description, candidates, candidates[0])
     return GemmKernel(picked["mr"], picked["nr"])
+
+
+def prepacked_panel_width(target: Target, rows: int) -> int | None:
+    """The NR a constant B is packed for at compile time: that of the target's default kernel, or None
+    where a product of `rows` rows does not run as the microkernel (see `choose_kernel`)."""
+    kernels = KERNELS_BY_LANES.get(float32_lanes(target) or 0)
+    if kernels is None or rows < MIN_ROWS:
+        return None
+    return kernels[0].nr
+
+
+def pack_b_panels(b: np.ndarray, nr: int) -> np.ndarray:
+    """B (k, n) in the order the microkernel reads it, shape (ceil(n / nr), k, nr): micro-panel j holds
+    columns j*nr .. j*nr + nr - 1, row by row (what `_pack_b` builds at run time), zero past column n."""
+    k, n = b.shape
+    panels = -(-n // nr)
+    padded = np.zeros((k, panels * nr), b.dtype)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+
+
+def unpack_b_panels(bp: np.ndarray, n: int) -> np.ndarray:
+    """The inverse of `pack_b_panels`: B (k, n) from its micro-panels."""
+    panels, k, nr = bp.shape
+    return bp.transpose(1, 0, 2).reshape(k, panels * nr)[:, :n]
 
 
 def gemm_product(a: te.Tensor, b: te.Tensor, out: TensorType, sched: ScheduleContext,
@@ -123,3 +172,18 @@ def gemm_product(a: te.Tensor, b: te.Tensor, out: TensorType, sched: ScheduleCon
     return te.extern(out.shape, [a, b], lambda ins, c: te.call_extern(
         kernel.symbol, m, n, k, te.pointer(ins[0], *at(a.shape)), k, 1, te.pointer(ins[1], *at(b.shape)),
         b_rs, b_cs, te.pointer(c, *index, zero, zero), n), name="sgemm", loops=loops)
+
+
+def gemm_prepacked_product(a: te.Tensor, bp: te.Tensor, out: TensorType, sched: ScheduleContext) -> te.Tensor | None:
+    """`a @ B` for B packed by `pack_b_panels` into `bp` (B has no batch axes: a's fold into rows), as one
+    call of the prepacked entry, or None if the target has no microkernel for it."""
+    if a.ndim < 2 or out.dtype != "float32" or a.dtype != "float32" or bp.dtype != "float32":
+        return None
+    *batch_shape, m, n = out.shape
+    k, rows = a.shape[-1], m * math.prod(batch_shape)
+    kernel = choose_kernel(sched, rows, n, k, [], panel_width=bp.shape[-1])
+    if kernel is None:
+        return None
+    return te.extern(out.shape, [a, bp], lambda ins, c: te.call_extern(
+        kernel.prepacked_symbol, rows, n, k, te.pointer(ins[0]), k, 1, te.pointer(ins[1]), te.pointer(c), n),
+        name="sgemm")
