@@ -21,6 +21,7 @@ _ISAS = (
 
 PARALLEL_WORK = 1 << 21  # multiply-adds worth an OpenMP fork and join (a few microseconds)
 
+HEADERS_KEY = "ts_sgemm_headers"  # the helper name HEADERS is declared under in a unit (row kernels need it too)
 HEADERS = r"""#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
