@@ -16,7 +16,8 @@ from tessera import relay
 from tessera.codegen.c_gemm import HEADERS, entry_source, gemm_source
 from tessera.op import elemwise, elemwise_activation, transform
 from tessera.op.nn import matmul
-from tessera.op.nn.gemm import KERNELS_BY_LANES, GemmKernel, choose_kernel, pack_b_panels, unpack_b_panels
+from tessera.op.nn.gemm import (KC_MAX, KERNELS_BY_LANES, L1_PANEL_BYTES, L2_BLOCK_BYTES, GemmKernel, choose_kernel,
+                                pack_b_panels, unpack_b_panels)
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
 from tessera.target.simd import missing_level_features
@@ -25,8 +26,9 @@ X86 = platform.machine() == "x86_64"
 KERNELS = sorted({g for kernels in KERNELS_BY_LANES.values() for g in kernels}, key=lambda g: (g.nr, g.mr))
 # the -march of each branch of the microkernel: x86-64 (SSE2 only) compiles the plain C one
 BRANCHES = {"plain": "x86-64", "avx2": "x86-64-v3", "avx512": "x86-64-v4"}
-# (m, n, k): ragged against every tile, one K block and several, one M block (MC) and several
-SHAPES = [(1, 1, 1), (5, 17, 5), (17, 5, 771), (197, 771, 17), (13, 33, 300), (600, 40, 260)]
+# (m, n, k): ragged against every tile, one K block and several, one M block (MC) and several, one block of
+# columns (C_BLOCK_BYTES) and two
+SHAPES = [(1, 1, 1), (5, 17, 5), (17, 5, 771), (197, 771, 17), (13, 33, 300), (600, 40, 260), (197, 1100, 40)]
 
 WRAPPERS = r"""
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
@@ -141,7 +143,7 @@ def test_threads_split_the_columns_and_compute_the_same(threads, tmp_path):
     lib = compile_kernel(GemmKernel(6, 16), "plain", tmp_path, openmp=True)
     lib.set_threads(threads)
     rng = np.random.default_rng(3)
-    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5)]:
+    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5), (250, 3000, 8)]:
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32)
         c = np.full((m, n), np.nan, np.float32)
@@ -179,7 +181,8 @@ def test_packed_panels_are_k_major_and_zero_padded(kernel, tmp_path):
 
 def test_blocks_fit_their_caches():
     for g in KERNELS:
-        assert g.kc * g.nr * 4 <= 16 * 1024 and g.mc % g.mr == 0 and g.mc * g.kc * 4 <= 256 * 1024
+        assert g.kc == KC_MAX and g.kc * g.nr * 4 <= L1_PANEL_BYTES
+        assert g.mc % g.mr == 0 and g.mc * g.kc * 4 <= L2_BLOCK_BYTES
         assert GemmKernel.from_symbol(g.symbol) == g
     assert GemmKernel.from_symbol("cblas_sgemm") is None
     with pytest.raises(ValueError, match="NR a multiple of 8"):
