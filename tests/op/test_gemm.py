@@ -13,10 +13,11 @@ import pytest
 
 import tessera
 from tessera import relay
-from tessera.codegen.c_gemm import HEADERS, gemm_source
+from tessera.codegen.c_gemm import HEADERS, entry_source, gemm_source
 from tessera.op import elemwise, elemwise_activation, transform
 from tessera.op.nn import matmul
-from tessera.op.nn.gemm import KERNELS_BY_LANES, GemmKernel, choose_kernel
+from tessera.op.nn.gemm import (KC_MAX, KERNELS_BY_LANES, L1_PANEL_BYTES, L2_BLOCK_BYTES, GemmKernel, choose_kernel,
+                                pack_b_panels, unpack_b_panels)
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
 from tessera.target.simd import missing_level_features
@@ -25,12 +26,15 @@ X86 = platform.machine() == "x86_64"
 KERNELS = sorted({g for kernels in KERNELS_BY_LANES.values() for g in kernels}, key=lambda g: (g.nr, g.mr))
 # the -march of each branch of the microkernel: x86-64 (SSE2 only) compiles the plain C one
 BRANCHES = {"plain": "x86-64", "avx2": "x86-64-v3", "avx512": "x86-64-v4"}
-# (m, n, k): ragged against every tile, one K block and several, one M block (MC) and several
-SHAPES = [(1, 1, 1), (5, 17, 5), (17, 5, 771), (197, 771, 17), (13, 33, 300), (600, 40, 260)]
+# (m, n, k): ragged against every tile, one K block and several, one M block (MC) and several, one block of
+# columns (C_BLOCK_BYTES) and two
+SHAPES = [(1, 1, 1), (5, 17, 5), (17, 5, 771), (197, 771, 17), (13, 33, 300), (600, 40, 260), (197, 1100, 40)]
 
 WRAPPERS = r"""
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) { SYM(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc); }
+void gemm_prepacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                    const float* bp, float* c, int64_t ldc) { SYM_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc); }
 void pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, float* pa) {
   SYM_pack_a(mv, kc, a, a_rs, a_cs, pa); }
 void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, float* pb) {
@@ -49,7 +53,8 @@ def require_level(level: str) -> None:
 def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -> ctypes.CDLL:
     if branch != "plain":
         require_level(BRANCHES[branch])
-    source = "#include <stdint.h>\n" + HEADERS + "\n" + gemm_source(g) + WRAPPERS.replace("SYM", g.symbol)
+    entries = "\n".join(entry_source(g, prepacked) for prepacked in (False, True))
+    source = "#include <stdint.h>\n" + HEADERS + "\n" + gemm_source(g) + "\n" + entries + WRAPPERS.replace("SYM", g.symbol)
     if openmp:
         source += "void set_threads(int n) { omp_set_num_threads(n); }\n"
     (tmp_path / "gemm.c").write_text(source)
@@ -60,6 +65,7 @@ def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -
     lib = ctypes.CDLL(str(tmp_path / "gemm.so"))
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.gemm.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64]
+    lib.gemm_prepacked.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, i64]
     lib.pack_a.argtypes = lib.pack_b.argtypes = [i64, i64, ptr, i64, i64, ptr]
     return lib
 
@@ -89,19 +95,64 @@ def test_kernel_matches_numpy_on_ragged_and_transposed_operands(kernel, branch, 
         np.testing.assert_allclose(c, want, rtol=tol, atol=tol, err_msg=f"transposed {(m, n, k)}")
 
 
+@pytest.mark.parametrize("branch", BRANCHES)
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)
+def test_prepacked_entry_reads_b_from_compile_time_panels(kernel, branch, tmp_path):
+    """`<symbol>_prepacked` on `pack_b_panels(B, NR)` computes what `<symbol>` computes on B, bit for bit
+    (the same panels reach the same tiles), for A plain and transposed."""
+    lib = compile_kernel(kernel, branch, tmp_path)
+    rng = np.random.default_rng(5)
+    for m, n, k in SHAPES:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        bp = pack_b_panels(b, kernel.nr)
+        want = np.full((m, n + 3), np.nan, np.float32)
+        lib.gemm(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(want), n + 3)
+        got = np.full((m, n + 3), np.nan, np.float32)
+        lib.gemm_prepacked(m, n, k, addr(a), k, 1, addr(bp), addr(got), n + 3)
+        np.testing.assert_array_equal(got, want, err_msg=f"{(m, n, k)}")  # columns past n stay NaN in both
+        at = np.ascontiguousarray(a.T)
+        got = np.zeros((m, n), np.float32)
+        lib.gemm_prepacked(m, n, k, addr(at), 1, m, addr(bp), addr(got), n)
+        np.testing.assert_array_equal(got, want[:, :n], err_msg=f"A transposed {(m, n, k)}")
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)
+def test_compile_time_panels_equal_the_run_time_packing(kernel, tmp_path):
+    """pack_b_panels(B, NR)[j, p0:p0 + kc] is exactly what `_pack_b` packs at run time for micro-panel j
+    and K block p0 (zero past the last column), and unpack_b_panels inverts it."""
+    lib = compile_kernel(kernel, "plain", tmp_path)
+    nr = kernel.nr
+    rng = np.random.default_rng(6)
+    for k, n in [(7, nr), (kernel.kc + 5, 2 * nr + 3), (3, 1)]:
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        bp = pack_b_panels(b, nr)
+        assert bp.shape == (-(-n // nr), k, nr) and bp.flags.c_contiguous
+        np.testing.assert_array_equal(unpack_b_panels(bp, n), b)
+        for j in range(bp.shape[0]):
+            for p0 in range(0, k, kernel.kc):
+                kc = min(kernel.kc, k - p0)
+                pb = np.full(kc * nr, np.nan, np.float32)
+                lib.pack_b(min(nr, n - j * nr), kc, addr(b[p0:, j * nr:]), n, 1, addr(pb))
+                np.testing.assert_array_equal(bp[j, p0:p0 + kc].ravel(), pb, err_msg=f"{(k, n, j, p0)}")
+
+
 @pytest.mark.parametrize("threads", [2, 3])
 def test_threads_split_the_columns_and_compute_the_same(threads, tmp_path):
     """With OpenMP, a large product runs as one share of B's micro-panels per thread (uneven shares too)."""
     lib = compile_kernel(GemmKernel(6, 16), "plain", tmp_path, openmp=True)
     lib.set_threads(threads)
     rng = np.random.default_rng(3)
-    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5)]:
+    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5), (250, 3000, 8)]:
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32)
         c = np.full((m, n), np.nan, np.float32)
         lib.gemm(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(c), n)
         tol = 4e-5 * np.sqrt(k)
         np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=tol, atol=tol, err_msg=f"{(m, n, k)}")
+        packed, bp = np.full((m, n), np.nan, np.float32), pack_b_panels(b, 16)  # (bp kept alive for the call)
+        lib.gemm_prepacked(m, n, k, addr(a), k, 1, addr(bp), addr(packed), n)
+        np.testing.assert_array_equal(packed, c, err_msg=f"prepacked {(m, n, k)}")
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)
@@ -130,7 +181,8 @@ def test_packed_panels_are_k_major_and_zero_padded(kernel, tmp_path):
 
 def test_blocks_fit_their_caches():
     for g in KERNELS:
-        assert g.kc * g.nr * 4 <= 16 * 1024 and g.mc % g.mr == 0 and g.mc * g.kc * 4 <= 256 * 1024
+        assert g.kc == KC_MAX and g.kc * g.nr * 4 <= L1_PANEL_BYTES
+        assert g.mc % g.mr == 0 and g.mc * g.kc * 4 <= L2_BLOCK_BYTES
         assert GemmKernel.from_symbol(g.symbol) == g
     assert GemmKernel.from_symbol("cblas_sgemm") is None
     with pytest.raises(ValueError, match="NR a multiple of 8"):
@@ -138,11 +190,14 @@ def test_blocks_fit_their_caches():
 
 
 @pytest.mark.parametrize("target, want", [
-    ("c -mcpu=x86-64-v3", GemmKernel(6, 16)), ("c -mcpu=x86-64-v4", GemmKernel(12, 32)),
-    ("c -march=znver4", GemmKernel(12, 32)), ("c -mcpu=x86-64-v2", None), ("c -mcpu=cortex-m7", None)])
+    ("c -mcpu=x86-64-v3", GemmKernel(6, 16)), ("c -mcpu=x86-64-v4", GemmKernel(8, 32)),
+    ("c -march=znver4", GemmKernel(8, 32)), ("c -mcpu=x86-64-v2", None), ("c -mcpu=cortex-m7", None)])
 def test_kernel_follows_the_target_isa(target, want):
     sched = ScheduleContext(Target(target))
     assert choose_kernel(sched, 197, 768, 768, []) == want
+    if want is not None and want.nr == 32:  # the default pads to the fewest rows: 36 rows are 3 x 12, not 5 x 8
+        assert choose_kernel(sched, 36, 768, 768, []) == GemmKernel(12, 32)
+        assert choose_kernel(sched, 64, 768, 768, []) == choose_kernel(sched, 24, 768, 768, []) == GemmKernel(8, 32)
     assert choose_kernel(sched, 4, 768, 768, []) is None  # too few rows for MR
 
 
@@ -178,7 +233,7 @@ def test_products_built_by_tessera_match_numpy(target, symbol):
     if symbol is not None:
         assert f"static void {symbol}(" in source and "_mm256_fmadd_ps" in source
     elif X86 and "avx512f" in tessera.target.simd.native_cpu_flags():
-        assert "static void ts_sgemm_12x32(" in source and "_mm512_fmadd_ps" in source
+        assert "static void ts_sgemm_8x32(" in source and "_mm512_fmadd_ps" in source
     rng = np.random.default_rng(1)
     args = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
     for got, want in zip(lib(*args), reference(args)):
@@ -189,7 +244,7 @@ def test_native_avx512_products_match_numpy():
     require_level("x86-64-v4")
     func, shapes = products()
     lib = tessera.build(relay.IRModule.from_expr(func), target="c -mcpu=x86-64-v4")
-    assert "static void ts_sgemm_12x32(" in "".join(lib.c_sources.values())
+    assert "static void ts_sgemm_8x32(" in "".join(lib.c_sources.values())
     rng = np.random.default_rng(2)
     args = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
     for got, want in zip(lib(*args), reference(args)):

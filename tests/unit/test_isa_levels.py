@@ -55,8 +55,8 @@ def test_conv_register_tile_follows_the_vector_width(target):
     source = "".join(lib.c_sources.values())
     lanes = float32_lanes(Target(target))
     width = min(max(2 * lanes, 16), 32)
-    # the matmul: a packed-panel GEMM (6x16 AVX2, 12x32 AVX-512) where there are 8 lanes or more
-    matmul_code = {4: "float matmul_tile[", 8: "static void ts_sgemm_6x16(", 16: "static void ts_sgemm_12x32("}
+    # the matmul: a packed-panel GEMM (6x16 AVX2, 8x32 AVX-512 for its 32 rows) where there are 8 lanes or more
+    matmul_code = {4: "float matmul_tile[", 8: "static void ts_sgemm_6x16(", 16: "static void ts_sgemm_8x32("}
     assert f"float conv2d_tile[{8 * width}];" in source and matmul_code[lanes] in source
 
 

@@ -24,6 +24,7 @@ from ..transform.fold_constant import FoldConstant
 from ..transform.fuse_ops import FuseOps
 from ..transform.infer_type import InferType
 from ..transform.int8_layout import Int8Layout
+from ..transform.pack_gemm_weights import PackGemmWeights
 from ..transform.pass_infra import Pass, PassContext, Sequential
 from ..transform.quantize_to_integer import QuantizeToInteger
 from ..transform.recognise_activations import RecogniseActivations
@@ -186,6 +187,8 @@ def fuse(mod: IRModule | Function, target: Target, params: Optional[Mapping[str,
     mod = optimize(mod, ctx)
     mod = Int8Layout(target)(mod, ctx)  # the int8 region channels innermost, where the target wants it
     mod = partition(mod, target, ctx, say, prefix, config)
+    if config is None:  # (named pieces may place a product on a core of another vector width)
+        mod = PackGemmWeights(target.host)(mod, ctx)  # weights of host products in the GEMM's panel order
     return FuseOps()(mod, ctx)
 
 
@@ -223,7 +226,8 @@ def pipeline_pass_names(target: TargetLike | CompilationConfig | None) -> tuple[
     compile_target, config = resolve_target(target)
     stages: list[Pass] = [optimize_pipeline(), Int8Layout(compile_target), ExpandFunctionPins()]
     stages += [partition_pipeline(accel) for accel in compile_target.accelerators]
-    stages += [InlineComposites(), PlanDevices(config) if config is not None else RemovePins(), FuseOps()]
+    stages += [InlineComposites(), PlanDevices(config) if config is not None else RemovePins()]
+    stages += [FuseOps()] if config is not None else [PackGemmWeights(compile_target.host), FuseOps()]
     hooks = [t.kind.relay_to_tir for t in [*compile_target.accelerators, compile_target.host]]
     stages += [hook for hook in hooks if isinstance(hook, Pass)]  # (a hook may be a plain function)
     names = [name for stage in stages for name in _names(stage)]

@@ -11,7 +11,7 @@ registers. Same text for every target, so builds stay deterministic.
 
 from __future__ import annotations
 
-from ..op.nn.gemm import GemmKernel
+from ..op.nn.gemm import C_BLOCK_BYTES, GemmKernel
 
 # (C macro guard, vector type, float lanes, intrinsic prefix) per ISA, widest first
 _ISAS = (
@@ -21,6 +21,7 @@ _ISAS = (
 
 PARALLEL_WORK = 1 << 21  # multiply-adds worth an OpenMP fork and join (a few microseconds)
 
+HEADERS_KEY = "ts_sgemm_headers"  # the helper name HEADERS is declared under in a unit (row kernels need it too)
 HEADERS = r"""#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -106,36 +107,51 @@ static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_
 
 
 def driver_source(g: GemmKernel) -> str:
-    """`<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc)`: the blocked loops around packing and tiles.
+    """`<symbol>_run(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, bp, c, ldc)`: the blocked loops around packing
+    and tiles. B is read through its strides and packed here, or, when `bp` is not null, read from `bp`:
+    B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant packed at compile time),
+    so no B packing runs at all.
 
     Threads split the columns of C, one contiguous share of micro-panels each, and run the whole blocked
     product on their share (each packs its own A block): one fork and one join per call, no barrier
-    inside, so a thread delayed by a busy core holds up the others only once."""
+    inside, so a thread delayed by a busy core holds up the others only once. A share whose rows of C
+    exceed C_BLOCK_BYTES runs as even blocks of columns, each through every K block while its C is in
+    L2 (A is packed again per block: m x k against m x n x k multiply-adds)."""
     s = g.symbol
     return f"""static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, int64_t j_first, int64_t j_end) {{
-  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc} }};
+    const float* b, int64_t b_rs, int64_t b_cs, const float* bp, float* c, int64_t ldc, int64_t j_first,
+    int64_t j_end) {{
+  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, CB = {C_BLOCK_BYTES} }};
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
   float pb[KC * NR] __attribute__((aligned(64)));  /* one micro-panel of B, L1-resident across the rows */
   /* blocks of A of even height (whole micro-panels): every packed B micro-panel serves as many rows */
   const int64_t mblocks = (m + MC - 1) / MC, mstep = ((m + mblocks - 1) / mblocks + MR - 1) / MR * MR;
-  for (int64_t p0 = 0; p0 < k; p0 += KC) {{
-    const int64_t kc = k - p0 < KC ? k - p0 : KC;
-    for (int64_t i0 = 0; i0 < m; i0 += mstep) {{
-      const int64_t mc = m - i0 < mstep ? m - i0 : mstep;
-      for (int64_t ir = 0; ir < mc; ir += MR)
-        {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
-      for (int64_t j0 = j_first; j0 < j_end; j0 += NR) {{
-        const int64_t nv = n - j0 < NR ? n - j0 : NR;
-        {s}_pack_b(nv, kc, b + p0 * b_rs + j0 * b_cs, b_rs, b_cs, pb);
+  /* C's block (mstep x nc) stays in L2 across the K blocks: the columns in even blocks of whole micro-panels */
+  const int64_t share = j_end - j_first, cbytes = mstep * share * 4;
+  const int64_t cblocks = cbytes > CB ? (cbytes + CB - 1) / CB : 1;
+  const int64_t nc = ((share + cblocks - 1) / cblocks + NR - 1) / NR * NR;
+  for (int64_t jc = j_first; jc < j_end; jc += nc) {{
+    const int64_t jc_end = j_end - jc < nc ? j_end : jc + nc;
+    for (int64_t p0 = 0; p0 < k; p0 += KC) {{
+      const int64_t kc = k - p0 < KC ? k - p0 : KC;
+      for (int64_t i0 = 0; i0 < m; i0 += mstep) {{
+        const int64_t mc = m - i0 < mstep ? m - i0 : mstep;
         for (int64_t ir = 0; ir < mc; ir += MR)
-          {s}_tile(kc, pa + ir * kc, pb, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
+          {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
+        for (int64_t j0 = jc; j0 < jc_end; j0 += NR) {{
+          const int64_t nv = n - j0 < NR ? n - j0 : NR;
+          /* prepacked: micro-panel j0 / NR is k x NR floats, its rows p0.. a contiguous KC x NR block */
+          const float* panel = bp ? bp + j0 * k + p0 * NR : pb;
+          if (!bp) {s}_pack_b(nv, kc, b + p0 * b_rs + j0 * b_cs, b_rs, b_cs, pb);
+          for (int64_t ir = 0; ir < mc; ir += MR)
+            {s}_tile(kc, pa + ir * kc, panel, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
+        }}
       }}
     }}
   }}
 }}
-static void {s}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
+static void {s}_run(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* b, int64_t b_rs, int64_t b_cs, const float* bp, float* c, int64_t ldc) {{
 #if defined(_OPENMP)
   enum {{ NR = {g.nr} }};
   const int64_t panels = (n + NR - 1) / NR;
@@ -144,15 +160,30 @@ static void {s}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, i
     {{
       const int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
       const int64_t first = panels * t / parts * NR, end = panels * (t + 1) / parts * NR;
-      {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, first, end < n ? end : n);
+      {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, bp, c, ldc, first, end < n ? end : n);
     }}
     return;
   }}
 #endif
-  {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, 0, n);
+  {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, bp, c, ldc, 0, n);
+}}"""
+
+
+def entry_source(g: GemmKernel, prepacked: bool) -> str:
+    """The function a kernel calls: `<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc)` packs B as it
+    goes; `<symbol>_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc)` reads B from micro-panels packed at
+    compile time. Each is its own helper, defined only in units that call it (-Wall: no unused statics)."""
+    if prepacked:
+        return f"""static void {g.prepacked_symbol}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
+    int64_t a_cs, const float* bp, float* c, int64_t ldc) {{
+  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, 0, 0, bp, c, ldc);
+}}"""
+    return f"""static void {g.symbol}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
+  {g.symbol}_run(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, 0, c, ldc);
 }}"""
 
 
 def gemm_source(g: GemmKernel) -> str:
-    """The microkernel, packing and driver, for a translation unit that already includes HEADERS."""
+    """The microkernel, packing and driver (no entry), for a translation unit that already includes HEADERS."""
     return "\n".join((microkernel_source(g), packing_source(g), driver_source(g)))

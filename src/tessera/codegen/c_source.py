@@ -33,8 +33,10 @@ from .c_fast_math import DEPENDS as FAST_MATH_DEPENDS
 from .c_fast_math import INTRINSICS as FAST_MATH
 from ..op.nn.gemm import GemmKernel
 from .c_gemm import HEADERS as GEMM_HEADERS
-from .c_gemm import gemm_source
+from .c_gemm import HEADERS_KEY as GEMM_HEADERS_KEY
+from .c_gemm import entry_source, gemm_source
 from .c_helpers import helper_name, helper_source
+from .c_rows import ROW_KERNELS
 from .c_reserved import RESERVED_WORDS
 from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
 from .names import Namespace, is_c_identifier
@@ -173,10 +175,16 @@ class CodeGenC:
             self._helpers[name] = helper_source(kind, dtype)
         return name
 
-    def declare_gemm(self, kernel: GemmKernel) -> None:
-        """Define the packed-panel GEMM `kernel.symbol` (and the ISA headers it needs) in this unit."""
-        self._helpers.setdefault("ts_sgemm_headers", GEMM_HEADERS)
-        self._helpers.setdefault(kernel.symbol, gemm_source(kernel))
+    def declare_source(self, name: str, source: str) -> None:
+        """Define `name` in this unit by its C text `source` (once, in first-use order)."""
+        self._helpers.setdefault(name, source)
+
+    def declare_gemm(self, kernel: GemmKernel, entry: str) -> None:
+        """Define the packed-panel GEMM `kernel` (and the ISA headers it needs) in this unit, with the
+        entry `entry` (`kernel.symbol`, or `kernel.prepacked_symbol` for B packed at compile time)."""
+        self._helpers.setdefault(GEMM_HEADERS_KEY, GEMM_HEADERS)
+        self._helpers.setdefault(f"{kernel.symbol}_driver", gemm_source(kernel))
+        self._helpers.setdefault(entry, entry_source(kernel, prepacked=entry == kernel.prepacked_symbol))
 
     def note_workspace(self) -> None:
         self._uses_workspace = True
@@ -500,7 +508,9 @@ class _FunctionWriter:
         if isinstance(e.func, str):
             gemm = GemmKernel.from_symbol(e.func)
             if gemm is not None:
-                self.gen.declare_gemm(gemm)
+                self.gen.declare_gemm(gemm, e.func)
+            if e.func in ROW_KERNELS:
+                self._row_kernel(e.func)
             return self.gen.emit_extern_call(e.func, args, e)
         d = e.args[0].dtype if e.args else e.dtype
         if d == "float32" and e.func.value in FAST_MATH:
@@ -512,6 +522,14 @@ class _FunctionWriter:
         if e.func is E.Intrinsic.ABS:
             return f"{self.gen.declare_helper('iabs', d)}({args[0]})"
         raise CompileError(f"C codegen: unsupported intrinsic {e.func}")
+
+    def _row_kernel(self, symbol: str) -> None:
+        """Define the row kernel `symbol` (c_rows), after the fast-math helpers it calls."""
+        helpers, source = ROW_KERNELS[symbol]
+        self.gen.declare_source(GEMM_HEADERS_KEY, GEMM_HEADERS)  # the ISA intrinsics
+        for kind in helpers:
+            self._fast_math_helper(kind)
+        self.gen.declare_source(symbol, source)
 
     def _fast_math_helper(self, kind: str) -> str:
         """A polynomial float32 helper (c_fast_math), declared after the helpers it calls."""

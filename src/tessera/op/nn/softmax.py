@@ -13,6 +13,7 @@ from ...tir import expr as E
 from .._util import as_tensor, normalize_axis
 from ..registry import OpPattern, register_op
 from ..schedule_context import ScheduleContext
+from .softmax_rows import softmax_rows
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,12 @@ def _collapsed(i: tuple[E.Var, ...], axis: int) -> tuple[E.PrimExpr, ...]:
 
 def _softmax_compute(inputs: list[te.Tensor], attrs: SoftmaxAttrs, out: TensorType,
                      sched: ScheduleContext) -> te.Tensor:
-    """exp(x - max) is computed once into a buffer, summed, then scaled."""
+    """exp(x - max) is computed once into a buffer, summed, then scaled (one row kernel on AVX2 and up)."""
     x = inputs[0]
     axis = normalize_axis(attrs.axis, x.ndim)
+    rows = softmax_rows(x, axis, out, sched)
+    if rows is not None:
+        return rows
     top = _row_max(x, axis)
     shifted = te.compute(
         x.shape, lambda *i: E.call(E.Intrinsic.EXP, [E.sub(x[i], top[_collapsed(i, axis)])], x.dtype),

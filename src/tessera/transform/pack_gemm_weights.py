@@ -1,0 +1,74 @@
+"""PackGemmWeights: constant right operands of float32 matrix products packed at compile time.
+
+The GEMM microkernel (`op.nn.gemm`) reads B as micro-panels of NR columns,
+k-major. Packing them costs a strided pass over B on every call: about 5%
+of a 197-token ViT projection, more for fewer rows. A weight is a constant,
+so this pass packs it once: `nn.matmul(a, W)` with W a float32 (k, n)
+constant becomes `nn.matmul_prepacked(a, pack_b_panels(W, NR), columns=n)`,
+whose kernel skips B's packing.
+
+NR is the target's default kernel's (32 for AVX-512, 16 for AVX2); targets
+without a microkernel, and products with too few rows to use it, keep
+`nn.matmul`. It runs after partitioning, on the host's calls only: an
+accelerator's patterns (e.g. `blas.matmul`) have taken theirs already, and
+functions owned by another compiler are left alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..op.nn.gemm import pack_b_panels, prepacked_panel_width
+from ..op.nn.matmul import matmul
+from ..op.nn.matmul_prepacked import matmul_prepacked
+from ..relay.expr import Call, Constant, Expr, Function
+from ..relay.module import IRModule
+from ..relay.ty import TensorType
+from ..relay.visitor import rewrite
+from ..target.target import Target
+from .infer_type import infer_function
+from .pass_infra import FunctionPass, PassContext
+
+
+def _packed(old: Call, new: Call, target: Target) -> Expr | None:
+    """`new` (`old` with its arguments rewritten, so untyped: the types are read from `old`) with its weight
+    packed, or None if it is not a product the microkernel runs on a constant B."""
+    if new.op is not matmul:
+        return None
+    a, w = new.args
+    a_type, out = old.args[0].checked_type_, old.checked_type_
+    if not (isinstance(w, Constant) and isinstance(a_type, TensorType) and isinstance(out, TensorType)):
+        return None
+    weight = w.data
+    if weight.ndim != 2 or weight.dtype != np.float32 or a_type.ndim < 2 or out.dtype != "float32":
+        return None
+    nr = prepacked_panel_width(target, math.prod(a_type.shape[:-1]))
+    if nr is None:
+        return None
+    return matmul_prepacked(a, Constant(pack_b_panels(weight, nr)), columns=weight.shape[1])
+
+
+def pack_gemm_weights(func: Function, target: Target, mod: IRModule | None = None) -> Function:
+    """`func` with every constant weight of a host float32 product packed (see the module doc)."""
+    def visit(old: Expr, new: Expr) -> Expr | None:
+        return _packed(old, new, target) if isinstance(old, Call) and isinstance(new, Call) else None
+
+    out = rewrite(func, visit, into_functions=False)
+    return func if out is func else infer_function(out, mod)
+
+
+class PackGemmWeights(FunctionPass):
+    """Runs `pack_gemm_weights` for the host `target` on every function no other compiler owns."""
+
+    name = "PackGemmWeights"
+    opt_level = 1
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        if func.attrs.compiler is not None:
+            return func
+        return pack_gemm_weights(func, self.target, mod)
