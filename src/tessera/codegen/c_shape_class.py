@@ -56,32 +56,67 @@ class Skeleton:
     values: tuple[int, ...]
 
 
-def _loop_depths(lines: Sequence[str]) -> dict[int, int]:
-    """Line number of each `for` -> levels of loops it heads (1: innermost), from the indentation."""
-    depths: dict[int, int] = {}
-    stack: list[tuple[int, int]] = []  # (indent, line) of the open loops
+@dataclass
+class _Loop:
+    line: int
+    indent: int
+    bound: int | None  # the trip count, when a literal
+    children: list["_Loop"]
+
+    @property
+    def trips_inside(self) -> int | None:
+        """Iterations of this loop nest's body statements, if every bound is a literal."""
+        inner = [c.trips_inside for c in self.children]
+        if self.bound is None or None in inner:
+            return None
+        return self.bound * max([t for t in inner if t is not None] or [1])
+
+    @property
+    def unrolled(self) -> bool:
+        """Whether gcc unrolls the whole nest (a few iterations, as of a pooling window)."""
+        trips = self.trips_inside
+        return trips is not None and trips <= SMALL_TRIP_COUNT
+
+    @property
+    def depth(self) -> int:
+        """Loop levels gcc keeps, this one included: 1 for the loop it vectorises."""
+        return (0 if self.unrolled else 1) + max([c.depth for c in self.children] or [0])
+
+
+SMALL_TRIP_COUNT = 16  # loops this short are register tiles or windows gcc unrolls: their bounds stay
+_BOUND = re.compile(r"for \(\w+ \w+ = 0; \w+ < (\d+);")
+
+
+def _loops(lines: Sequence[str]) -> list[_Loop]:
+    """Every `for` of a kernel's text, nested by indentation."""
+    found: list[_Loop] = []
+    stack: list[_Loop] = []
     for k, line in enumerate(lines):
         text = line.lstrip()
         indent = len(line) - len(text)
-        while stack and indent <= stack[-1][0] and text:
+        while stack and text and indent <= stack[-1].indent:
             stack.pop()
         if text.startswith("for ("):
-            depths[k] = 1
-            for level, (_, head) in enumerate(reversed(stack), start=2):
-                depths[head] = max(depths[head], level)
-            stack.append((indent, k))
-    return depths
+            bound = _BOUND.match(text)
+            loop = _Loop(k, indent, int(bound.group(1)) if bound else None, [])
+            if stack:
+                stack[-1].children.append(loop)
+            stack.append(loop)
+            found.append(loop)
+    return found
 
 
-def _closed_line(lines: Sequence[str], k: int, depths: dict[int, int]) -> bool:
-    """Whether every literal of line `k` must stay a literal."""
-    text = lines[k].lstrip()
-    if text.startswith("#") or '"' in text or "__" in text or _ARRAY_DECLARATION.match(lines[k]):
-        return True
-    if k in depths:
-        unrolled = k > 0 and lines[k - 1].lstrip().startswith("#pragma")
-        return depths[k] <= 2 or unrolled
-    return False
+def _closed_lines(lines: Sequence[str]) -> set[int]:
+    """Lines whose literals must stay: the bounds of short loops, of the loop gcc vectorises and of
+    loops gcc is told to unroll; preprocessor lines, strings, builtins, attributes, array sizes."""
+    closed = {k for k, line in enumerate(lines) if line.lstrip().startswith("#") or '"' in line or "__" in line
+              or _ARRAY_DECLARATION.match(line)}
+    for loop in _loops(lines):
+        short = loop.bound is not None and loop.bound <= SMALL_TRIP_COUNT
+        pragma = loop.line > 0 and lines[loop.line - 1].lstrip().startswith("#pragma")
+        if short or pragma or loop.depth <= 1:
+            closed.add(loop.line)
+    return closed
 
 
 def skeleton(text: str) -> Skeleton | None:
@@ -92,10 +127,10 @@ def skeleton(text: str) -> Skeleton | None:
     name, params = signature.group(1), signature.group(2)
     body = re.sub(rf"\b{name}\b", _NAME, text)
     lines = body.split("\n")
-    depths = _loop_depths(lines)
+    closed_lines = _closed_lines(lines)
     pieces, values, kept = [], [], ""
     for k, line in enumerate(lines):
-        closed = _closed_line(lines, k, depths)
+        closed = k in closed_lines
         last = 0
         for m in _INT.finditer(line):
             value = int(m.group())
