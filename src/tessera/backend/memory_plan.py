@@ -98,9 +98,9 @@ def conflict_lists(buffers: Sequence[BufferInfo]) -> Neighbours:
     return found
 
 
-def _place(order: Sequence[BufferInfo], alignment: int, neighbours: Neighbours | None = None
-           ) -> tuple[dict[str, int], int]:
-    """First fit in the given order."""
+def _place(order: Sequence[BufferInfo], alignment: int, neighbours: Neighbours | None = None,
+           limit: int | None = None) -> tuple[dict[str, int], int]:
+    """First fit in the given order; stops early (offsets incomplete) once the pool outgrows `limit`."""
     neighbours = conflict_lists(order) if neighbours is None else neighbours
     offsets: dict[str, int] = {}
     placed: dict[int, tuple[int, int]] = {}  # id(buffer) -> (offset, end)
@@ -116,6 +116,8 @@ def _place(order: Sequence[BufferInfo], alignment: int, neighbours: Neighbours |
         offsets[buf.name] = offset
         placed[id(buf)] = (offset, offset + size)
         top = max(top, offset + size)
+        if limit is not None and top > limit:
+            break
     return offsets, top
 
 
@@ -145,7 +147,7 @@ def hill_climb(buffers: Sequence[BufferInfo], alignment: int, start: list[Buffer
         if i == j:
             continue
         order[i], order[j] = order[j], order[i]
-        _, size = _place(order, alignment, neighbours)
+        _, size = _place(order, alignment, neighbours, limit=best)  # a worse order is known early
         if size <= best:
             best = size
         else:
