@@ -5,9 +5,10 @@ integer constants then share one function (`c_shape_class.py`; the
 PassContext config `codegen.shape_classes` = False turns it off). The
 kernels, or shape classes, are spread over translation units so gcc can
 compile them in parallel: about KERNELS_PER_UNIT per unit, or as many as
-the current PassContext's `codegen.kernels_per_unit` says (`tessera compile
---timings` sets 1, so that each kernel's compile time is its own), balanced
-by the length of their C so that the units take gcc about as long.
+the current PassContext's `codegen.kernels_per_unit` says (`tessera
+compile --timings` sets 1, so that each kernel or shape class is timed on
+its own), balanced by the length of their C so that the units take gcc
+about as long.
 """
 
 from __future__ import annotations
