@@ -126,6 +126,28 @@ class CodeGenC:
     def function_names(self) -> list[str]:
         return list(self._exported)
 
+    @property
+    def function_sources(self) -> list[str]:
+        """The C definitions of the kernels added so far."""
+        return list(self._functions)
+
+    def merge(self, other: CodeGenC, functions: Sequence[str], exported: Sequence[str]) -> None:
+        """Add `other`'s helpers, declarations and includes to this unit, and `functions` (C definitions
+        exporting `exported`) in place of its kernels: codegen/c_host.py writes kernels one by one, then
+        groups them into translation units."""
+        for name, text in other._helpers.items():
+            self._helpers.setdefault(name, text)
+        self._declarations += [d for d in other._declarations if d not in self._declarations]
+        self._uses_workspace |= other._uses_workspace
+        self._uses_parallel |= other._uses_parallel
+        self._uses_status |= other._uses_status
+        self._functions.extend(functions)
+        self._exported.extend(exported)
+
+    def add_helper(self, name: str, text: str) -> None:
+        """C text the unit's functions need once, ahead of them (kept in first-use order)."""
+        self._helpers.setdefault(name, text)
+
     def declare(self, func: S.PrimFunc) -> None:
         """Declare a function this unit calls but another defines (e.g. kernels called by the executor)."""
         self._declarations.append(prototype(func))

@@ -167,8 +167,13 @@ def link_shared_library(units: Sequence[tuple[Toolchain, SourceFile]], output: P
     with tempfile.TemporaryDirectory(prefix="tessera-build-") as tmp, atomic_writer(output) as staged:
         workdir = Path(tmp)
         workers = max(1, min(jobs or os.cpu_count() or 1, len(units)))
+        # longest unit first, so that no large unit starts last while the other cores idle; the link
+        # order stays the units' own
+        longest_first = sorted(range(len(units)), key=lambda k: (-len(units[k][1].text), k))
         with batch(C_COMPILATION, len(units)), ThreadPoolExecutor(max_workers=workers) as pool:
-            objects = list(pool.map(lambda u: u[0].compile_object(u[1], workdir), units))
+            built = dict(zip(longest_first, pool.map(lambda k: units[k][0].compile_object(units[k][1], workdir),
+                                                     longest_first)))
+        objects = [built[k] for k in range(len(units))]
         cmd = [linker.cc, *(["-shared"] if shared else []), "-o", str(staged), *map(str, objects), *ldflags]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
