@@ -25,6 +25,10 @@ from .gemm import KERNELS_BY_LANES, MIN_ROWS, GemmKernel
 from ..schedule_context import ScheduleContext
 
 WORKLOAD_OP = "conv2d_gemm"  # the operator named in tuning logs
+# Fewer output positions (a 12x12 map or smaller) keep the planar schedule: the microkernel packs the
+# weights on every call, a cost the product amortises only over enough columns (VWW's 6x6 and 3x3
+# pointwise convolutions ran 1.4-1.7x slower as GEMM calls; 12x12 broke even, 24x24 won).
+MIN_POSITIONS = 128
 
 
 def is_pointwise(g: ConvGeometry, padding: tuple[int, ...]) -> bool:
@@ -41,10 +45,11 @@ def _padded_cost(kernel: GemmKernel, rows: int) -> float:
 
 def choose_pointwise_kernel(sched: ScheduleContext, g: ConvGeometry) -> GemmKernel | None:
     """The microkernel for a pointwise convolution on `sched`'s target, or None to keep the planar
-    schedule (no AVX2/AVX-512 microkernel for the target, or too few output channels per group)."""
+    schedule (no AVX2/AVX-512 microkernel for the target, too few output channels per group or
+    output positions)."""
     kernels = KERNELS_BY_LANES.get(float32_lanes(sched.target) or 0)
     rows = g.out_channels_per_group
-    if kernels is None or rows < MIN_ROWS:
+    if kernels is None or rows < MIN_ROWS or g.out_shape[2] * g.out_shape[3] < MIN_POSITIONS:
         return None
     best = min(kernels, key=lambda k: _padded_cost(k, rows))  # min keeps the first of equals
     candidates = [{"mr": k.mr, "nr": k.nr} for k in kernels]

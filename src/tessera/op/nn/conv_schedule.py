@@ -46,6 +46,7 @@ CHANNEL_CANDIDATES = (16, 8, 4, 2)
 # tiles of one output channel (depthwise): widths tried, and the default's vectors of accumulators
 SINGLE_CHANNEL_WIDTHS = (16, 32, 64, 128)
 SINGLE_CHANNEL_VECTORS = 8
+SPLIT_ROWS_PITCH = 16  # plane rows at least this wide are copied by split loops (see `planar_tiles`)
 CORTEX_M_TILE_CHANNELS = (16, 8, 4, 2)  # default output channels per tile on Cortex-M (scalar FPU)
 
 # weight(c, rc, taps) -> the weight of output channel c, input channel rc
@@ -92,10 +93,11 @@ class ConvGeometry:
         if channels == [1] and self.planar() and lanes:
             # A one-channel tile (depthwise) has one accumulator per vector, each a chain of dependent
             # multiply-adds: two vectors leave the FMA units waiting on latency, eight keep them busy.
-            # Channel by channel, each plane streams once (measured ~20% faster than positions outside).
+            # Channel by channel, each plane streams once (measured ~20% faster than positions outside
+            # on MobileNet's 56x56 depthwise; small maps keep the two-vector default).
             widths = SINGLE_CHANNEL_WIDTHS
-            width = self._single_channel_width(lanes)
-            positions_outer = 0
+            if self._single_channel_width(lanes) > width:
+                width, positions_outer = self._single_channel_width(lanes), 0
         default = {"channels": next((c for c in preferred if c in channels), 1), "width": width,
                    "positions_outer": positions_outer}
         candidates = [{"channels": c, "width": w, "positions_outer": o} for c in channels for w in widths
@@ -333,8 +335,11 @@ def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], we
     # only the stride phases some tap reads: a 1x1 convolution of stride 2 copies a quarter of its input
     phases = tuple(s if any(k * d % s for k in range(kernel)) else 1
                    for s, d, kernel in zip(g.strides, g.dilation, g.kernel))
+    # wide rows: copied by a plain loop between the padding's zeros (gcc vectorises it even where the
+    # input may alias the planes); narrow ones keep the masked select, faster than three short loops
     planes = te.compute((n_, c_in, *phases, rows, pitch), plane, name=planes_name,
-                        axis_names=["n", "c", "ph", "pw", "r", "x"], materialize=True, split_bounds=True)
+                        axis_names=["n", "c", "ph", "pw", "r", "x"], materialize=True,
+                        split_bounds=pitch >= SPLIT_ROWS_PITCH)
     rc, (rkh, rkw) = _reduce_axes(g)
 
     def element(n: E.Var, cblock: E.Var, ci: E.Var, pb: E.Var, pi: E.Var) -> E.PrimExpr:
