@@ -86,13 +86,15 @@ def test_other_one_by_one_convolutions_keep_the_planar_schedule(level, strides, 
 
 @pytest.mark.parametrize("rows, want_mr", [(16, 8), (96, 12), (24, 12), (8, 8)])
 def test_the_row_panel_wastes_fewest_rows(rows, want_mr):
-    g = ConvGeometry((1, rows, 8, 8), (1, 1), (1, 1), (1, 1), 16, rows)
+    g = ConvGeometry((1, rows, 16, 16), (1, 1), (1, 1), (1, 1), 16, rows)
     kernel = choose_pointwise_kernel(ScheduleContext(Target("c -mcpu=x86-64-v4")), g)
     assert kernel is not None and kernel.mr == want_mr and kernel.nr == 32
 
 
-def test_no_microkernel_without_avx2():
-    g = ConvGeometry((1, 32, 8, 8), (1, 1), (1, 1), (1, 1), 16, 32)
+def test_no_microkernel_for_small_maps_or_without_avx2():
+    small = ConvGeometry((1, 32, 11, 11), (1, 1), (1, 1), (1, 1), 16, 32)
+    assert choose_pointwise_kernel(ScheduleContext(Target("c -mcpu=x86-64-v4")), small) is None
+    g = ConvGeometry((1, 32, 16, 16), (1, 1), (1, 1), (1, 1), 16, 32)
     assert is_pointwise(g, (0, 0, 0, 0)) and not is_pointwise(g, (0, 1, 0, 0))
     assert choose_pointwise_kernel(ScheduleContext(Target("c -mcpu=x86-64-v2")), g) is None
     assert choose_pointwise_kernel(ScheduleContext(Target("c -mcpu=cortex-m7")), g) is None

@@ -29,6 +29,13 @@ WORKLOAD_OP = "conv2d_gemm"  # the operator named in tuning logs
 # weights on every call, a cost the product amortises only over enough columns (VWW's 6x6 and 3x3
 # pointwise convolutions ran 1.4-1.7x slower as GEMM calls; 12x12 broke even, 24x24 won).
 MIN_POSITIONS = 128
+# Deep reductions keep it too: the planar schedule's extra passes (planes, tile copy) cost about
+# 1/in_channels per multiply-add, while the microkernel re-reads C once per K block. ResNet-50's
+# 1x1 convolutions over 512 or 1024 channels ran 5-18% slower as GEMM calls, those over 64 to 256
+# channels 5-20% faster; 256 still won on 56x56 maps (AMD EPYC Zen 4, AVX-512).
+MAX_DEPTH = 128
+MAX_DEPTH_LARGE_MAPS = 256
+LARGE_MAP = 1024  # output positions
 
 
 def is_pointwise(g: ConvGeometry, padding: tuple[int, ...]) -> bool:
@@ -46,10 +53,12 @@ def _padded_cost(kernel: GemmKernel, rows: int) -> float:
 def choose_pointwise_kernel(sched: ScheduleContext, g: ConvGeometry) -> GemmKernel | None:
     """The microkernel for a pointwise convolution on `sched`'s target, or None to keep the planar
     schedule (no AVX2/AVX-512 microkernel for the target, too few output channels per group or
-    output positions)."""
+    output positions, too many input channels per group)."""
     kernels = KERNELS_BY_LANES.get(float32_lanes(sched.target) or 0)
     rows = g.out_channels_per_group
-    if kernels is None or rows < MIN_ROWS or g.out_shape[2] * g.out_shape[3] < MIN_POSITIONS:
+    positions = g.out_shape[2] * g.out_shape[3]
+    depth = MAX_DEPTH_LARGE_MAPS if positions >= LARGE_MAP else MAX_DEPTH
+    if kernels is None or rows < MIN_ROWS or positions < MIN_POSITIONS or g.in_channels_per_group > depth:
         return None
     best = min(kernels, key=lambda k: _padded_cost(k, rows))  # min keeps the first of equals
     candidates = [{"mr": k.mr, "nr": k.nr} for k in kernels]
