@@ -15,6 +15,7 @@ from tessera import relay
 from tessera.op.nn import conv
 from tessera.op.nn.conv import ConvAttrs, conv_reference
 from tessera.op.nn.conv_gemm import choose_pointwise_kernel, is_pointwise
+from tessera.op.nn.conv_planes import inside
 from tessera.op.nn.conv_schedule import SINGLE_CHANNEL_WIDTHS, ConvGeometry
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
@@ -105,6 +106,7 @@ DEPTHWISE = [  # (input shape, strides, padding)
     ((1, 7, 13, 11), (1, 1), (1, 1, 1, 1)),
     ((2, 5, 17, 15), (2, 2), (1, 0, 1, 2)),
     ((1, 3, 7, 7), (1, 1), (0, 0, 0, 0)),
+    ((2, 4, 20, 37), (2, 2), (2, 1, 0, 3)),  # wide rows, two images, stride phases, uneven padding
 ]
 
 
@@ -126,3 +128,27 @@ def test_one_channel_tiles_hold_eight_vectors_where_the_output_fills_them(level,
     small = ConvGeometry((1, 96, 7, 7), (3, 3), (1, 1), (1, 1), 1, 1, in_spatial=(7, 7)).scheduled(sched)
     assert large.chosen_tile == (1, want, 0)
     assert small.tile_width == 16  # 49 positions: one 16-wide tile in three
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("x_shape, w_shape, strides, padding, groups", [
+    ((1, 6, 9, 33), (8, 6, 3, 3), (1, 1), (1, 1, 1, 1), 1),
+    ((2, 6, 11, 50), (4, 3, 3, 5), (2, 3), (0, 2, 3, 1), 2),
+    ((1, 2, 4, 30), (4, 2, 5, 3), (1, 1), (3, 1, 2, 1), 1),  # padding rows above and below the image
+])
+def test_wide_planes_are_copied_by_loops_bounded_by_the_padding(level, x_shape, w_shape, strides, padding, groups):
+    source = _check(x_shape, w_shape, level, strides=strides, padding=padding, groups=groups)
+    assert "planes_buf[" in source and "? p0[" not in source  # no select left in the copy
+
+
+@pytest.mark.parametrize("size, begin, stride, phase, extent, want", [
+    (56, 1, 1, 0, 59, (1, 57)),  # one zero row above, two below (the tiles' reach)
+    (56, 0, 1, 0, 56, (0, 56)),
+    (15, 1, 2, 0, 9, (1, 8)),  # rows 2r - 1 for r = 1..7
+    (15, 1, 2, 1, 9, (0, 8)),  # rows 2r for r = 0..7
+    (3, 5, 1, 0, 4, (4, 4)),  # the padding covers the whole extent
+])
+def test_inside_is_the_range_that_reads_the_image(size, begin, stride, phase, extent, want):
+    assert inside(size, begin, stride, phase, extent) == want
+    lo, hi = want
+    assert all((0 <= i * stride + phase - begin < size) == (lo <= i < hi) for i in range(extent))

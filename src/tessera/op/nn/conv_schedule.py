@@ -37,6 +37,7 @@ from ...target.target import Target
 from ...te.lower import LOCAL_TILE_ELEMENTS
 from ...tir import expr as E
 from ..schedule_context import ScheduleContext
+from .conv_planes import plane_copy
 
 TILE_WIDTH = 32  # default outputs per tile where the vector width is unknown (two AVX-512 vectors)
 TILE_CHANNELS = (8, 4, 2)  # default output channels per tile: the first that divides a group
@@ -46,7 +47,7 @@ CHANNEL_CANDIDATES = (16, 8, 4, 2)
 # tiles of one output channel (depthwise): widths tried, and the default's vectors of accumulators
 SINGLE_CHANNEL_WIDTHS = (16, 32, 64, 128)
 SINGLE_CHANNEL_VECTORS = 8
-SPLIT_ROWS_PITCH = 16  # plane rows at least this wide are copied by split loops (see `planar_tiles`)
+SPLIT_ROWS_PITCH = 16  # plane rows at least this wide are copied by loops split at the padding
 CORTEX_M_TILE_CHANNELS = (16, 8, 4, 2)  # default output channels per tile on Cortex-M (scalar FPU)
 
 # weight(c, rc, taps) -> the weight of output channel c, input channel rc
@@ -335,12 +336,15 @@ def planar_tiles(data: te.Tensor, begins: Sequence[int], ends: Sequence[int], we
     # only the stride phases some tap reads: a 1x1 convolution of stride 2 copies a quarter of its input
     phases = tuple(s if any(k * d % s for k in range(kernel)) else 1
                    for s, d, kernel in zip(g.strides, g.dilation, g.kernel))
-    # wide rows: a plain copy between the padding's zeros, not gcc's masked select, which it leaves
-    # scalar where the input may alias the planes (MobileNet's 56x56 depthwise: 185 -> 95 us copying
-    # its planes); narrow rows keep the select, faster there than three short loops
-    planes = te.compute((n_, c_in, *phases, rows, pitch), plane, name=planes_name,
-                        axis_names=["n", "c", "ph", "pw", "r", "x"], materialize=True,
-                        split_bounds=pitch >= SPLIT_ROWS_PITCH)
+    shape = (n_, c_in, *phases, rows, pitch)
+    if pitch >= SPLIT_ROWS_PITCH and isinstance(data.op, te.PlaceholderOp):
+        # wide rows of a kernel input: loops bounded by the padding, which gcc vectorises (see conv_planes)
+        planes = plane_copy(data, shape, begins, g.strides, planes_name)
+    else:
+        # narrow rows keep the masked select, faster there than three short loops; a computed input
+        # (a region's gathered taps) is inlined into it rather than materialised for a copy
+        planes = te.compute(shape, plane, name=planes_name, axis_names=["n", "c", "ph", "pw", "r", "x"],
+                            materialize=True, split_bounds=pitch >= SPLIT_ROWS_PITCH)
     rc, (rkh, rkw) = _reduce_axes(g)
 
     def element(n: E.Var, cblock: E.Var, ci: E.Var, pb: E.Var, pi: E.Var) -> E.PrimExpr:
