@@ -2,7 +2,8 @@
 
 The loop schedule (register-blocked tiles, reduce axes outside the output's
 spatial loops) lives in `conv_schedule`, shared with the transposed
-convolution.
+convolution. Pointwise float32 convolutions (1x1, stride 1, unpadded) on
+large enough maps are instead calls of the GEMM microkernel (`conv_gemm`).
 """
 
 from __future__ import annotations

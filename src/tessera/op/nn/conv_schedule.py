@@ -8,6 +8,8 @@ vectorises it as a scalar-times-vector multiply-add.
   tiles over flattened, stride-phased image planes; see `planar_conv`.
   Dilated ones whose taps mostly read padding are split into regions that
   skip those taps (`conv_regions`), each region through `planar_tiles`.
+  Wide planes are copied by loops bounded by the padding (`conv_planes`);
+  one-channel (depthwise) tiles are up to eight vectors wide.
 * Tiled (1-d and 3-d): the output is computed in tiles of a few output
   channels by a few outputs along the last spatial dim. The tile is small,
   so the lowering accumulates it in a local array, which gcc keeps in
