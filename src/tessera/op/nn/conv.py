@@ -2,7 +2,8 @@
 
 The loop schedule (register-blocked tiles, reduce axes outside the output's
 spatial loops) lives in `conv_schedule`, shared with the transposed
-convolution.
+convolution. Pointwise float32 convolutions (1x1, stride 1, unpadded) on
+large enough maps are instead calls of the GEMM microkernel (`conv_gemm`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import Op, OpPattern, TypeRelation, register_op
 from ..schedule_context import ScheduleContext
+from .conv_gemm import choose_pointwise_kernel, is_pointwise, pointwise_conv
 from .conv_regions import plan_regions, region_conv
 from .conv_schedule import ConvGeometry, conv_schedule, pad_input, planar_conv
 from .conv_slices import sliced_conv
@@ -115,6 +117,10 @@ def _make_compute(d: int):
         def read_weight(c: E.PrimExpr, rc: E.PrimExpr, taps) -> E.PrimExpr:
             return weight[(c, rc, *taps)]
 
+        if is_pointwise(geometry, attrs.padding) and data.dtype == weight.dtype == "float32":
+            kernel = choose_pointwise_kernel(sched, geometry)
+            if kernel is not None:
+                return pointwise_conv(data, weight, geometry, kernel)
         if geometry.planar():
             # large dilations: only the taps that reach the image, only the outputs there are
             regions = plan_regions(data.shape[2:], geometry, attrs.padding[:d], attrs.padding[d:], sched)
