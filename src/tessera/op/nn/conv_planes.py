@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from ... import te
-from ...te.lower import PARALLEL_MIN_WORK
+from ...te.parallel import PARALLEL_MIN_WORK
 from ...tir import expr as E
 from ...tir import stmt as S
 from ...tir.buffer import Buffer
