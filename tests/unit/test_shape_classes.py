@@ -57,6 +57,13 @@ def test_the_vector_loop_bound_and_divisors_stay_constant():
     assert skeleton(odd) is None and shape_classes([_kernel("k_a", 64), odd]) == [[0], [1]]
 
 
+def test_kernels_without_loops_stay_apart():
+    """A call of a library function (an accelerator kind's kernel) costs gcc nothing: no shared function."""
+    calls = [f"TS_EXPORT int32_t k_{n}(const float* restrict p0, float* restrict out) {{\n"
+             f"  lib_f32(p0, out, 4, {n});\n  return 0;\n}}" for n in (5, 7)]
+    assert skeleton(calls[0]) is None and shape_classes(calls) == [[0], [1]]
+
+
 def _branches_model(channels: tuple[int, ...]) -> onnx.ModelProto:
     """One input per branch, each Relu(x * 2 + 1) on its own channel count."""
     nodes, inputs, outputs, inits = [], [], [], []

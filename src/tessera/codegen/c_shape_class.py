@@ -129,13 +129,16 @@ def _closed_lines(lines: Sequence[str]) -> set[int]:
 
 
 def skeleton(text: str) -> Skeleton | None:
-    """`text` (one kernel's C definition) split at its open literals; None if it is no plain kernel."""
+    """`text` (one kernel's C definition) split at its open literals; None if it is no plain kernel
+    or has no loop."""
     signature = _SIGNATURE.match(text)
     if signature is None or _NAME in text or ARG_PREFIX in text:
         return None
     name, params = signature.group(1), signature.group(2)
     body = re.sub(rf"\b{name}\b", _NAME, text)
     lines = body.split("\n")
+    if not _loops(lines):  # straight-line code costs gcc next to nothing: sharing would only add a call
+        return None
     closed_lines = _closed_lines(lines)
     pieces, values, kept = [], [], ""
     for k, line in enumerate(lines):
