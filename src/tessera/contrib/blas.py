@@ -32,6 +32,7 @@ from ..target.hooks import RELAY_TO_TIR, TIR_TO_RUNTIME
 from ..target.kind import TargetKind
 from ..target.tags import register_tag
 from ..target.target import Target
+from ..te.lower import PARALLEL_MIN_WORK
 from ..tir import expr as E
 
 KIND = "blas"
@@ -39,6 +40,9 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values (cblas.h), print
 CBLAS_ENUMS = {ROW_MAJOR: "CblasRowMajor", NO_TRANS: "CblasNoTrans", TRANS: "CblasTrans"}
 ENUM_ARGS = {"cblas_sgemm": 3, "cblas_sgemv": 2}  # leading arguments that are CBLAS enums
 IM2COL_BLOCK_BYTES = 1 << 20  # output rows of a convolution unfolded at a time: the block stays in cache
+# A product of this many multiply-adds or more runs its blocks of columns on all threads (OpenBLAS itself
+# runs serially); split in up to MAX_PARTS parts of PART_MIN_COLUMNS columns at least.
+MAX_PARTS, PART_MIN_COLUMNS = 4, 64
 
 
 # ------------------------------------------------------------------ patterns
@@ -92,11 +96,17 @@ def _conv(m: Match, args: list[te.Tensor]) -> te.Tensor:
     ocpg, k_dim = oc // groups, icpg * kh * kw
     b, g = te.axis(data.shape[0], "b"), te.axis(groups, "g")
     w_ptr = lambda buf: te.pointer(buf, g.var * ocpg, 0, 0, 0)  # noqa: E731
+    parallel = ocpg * oh * ow * k_dim >= PARALLEL_MIN_WORK
     if kh == kw == 1 and attrs.strides == (1, 1) and not any(attrs.padding):
+        cols, part = _column_parts(oh * ow, parallel)
         return te.extern(out_shape, [data, weight], lambda ins, out: _sgemm(
-            ocpg, oh * ow, k_dim, w_ptr(ins[1]), te.pointer(ins[0], b.var, g.var * icpg, 0, 0),
-            te.pointer(out, b.var, g.var * ocpg, 0, 0)), "sgemm", loops=[b, g])
+            ocpg, _part_width(part, cols, oh * ow), k_dim, w_ptr(ins[1]),
+            te.pointer(ins[0], b.var, g.var * icpg, 0, part.var * cols),
+            te.pointer(out, b.var, g.var * ocpg, 0, part.var * cols), ldb=oh * ow, ldc=oh * ow),
+            "sgemm", loops=[b, g, part], parallel=parallel)
     most = max(1, min(oh, IM2COL_BLOCK_BYTES // (k_dim * ow * 4)))  # output rows per block, at most
+    if parallel and most >= oh and oh > 1:  # two blocks at least, one for each of two threads
+        most = -(-oh // 2)
     even = -(-oh // -(-oh // most))  # blocks of even height, widened to whole 16-column panels of B if they fit
     rows = next((r for r in range(even, most + 1) if r * ow % 16 == 0), even)
     blk = te.axis(-(-oh // rows), "blk")
@@ -104,7 +114,22 @@ def _conv(m: Match, args: list[te.Tensor]) -> te.Tensor:
     n_cols = (E.minimum(rows, oh - blk.var * rows) if oh % rows else rows) * ow
     return te.extern(out_shape, [data, weight, stages[-1]], lambda ins, out: _sgemm(
         ocpg, n_cols, k_dim, w_ptr(ins[1]), te.pointer(ins[2]), te.pointer(out, b.var, g.var * ocpg, blk.var * rows, 0),
-        ldb=rows * ow, ldc=oh * ow), "sgemm", loops=[b, g, blk], per_iteration=stages)
+        ldb=rows * ow, ldc=oh * ow), "sgemm", loops=[b, g, blk], per_iteration=stages, parallel=parallel)
+
+
+def _column_parts(n: int, parallel: bool) -> tuple[int, te.IterVar]:
+    """Columns per part (whole 16-column panels), and the loop over the parts, of a product n columns wide
+    split so threads share it: a power of two of parts, each PART_MIN_COLUMNS wide at least."""
+    parts = 1
+    while parallel and parts < MAX_PARTS and n >= 2 * parts * PART_MIN_COLUMNS:
+        parts *= 2
+    cols = -(-n // parts)
+    cols = min(n, -(-cols // 16) * 16)
+    return cols, te.axis(-(-n // cols), "part")
+
+
+def _part_width(part: te.IterVar, cols: int, n: int) -> E.ExprLike:
+    return E.minimum(cols, n - part.var * cols) if n % cols else cols
 
 
 def _im2col(data: te.Tensor, conv: Call, b: E.Var, g: E.Var, first: E.PrimExpr, rows: int) -> list[te.Tensor]:
