@@ -189,10 +189,11 @@ def _conv(m: Match, args: list[te.Tensor]) -> te.Tensor:
     n_cols = (E.minimum(rows, oh - blk.var * rows) if oh % rows else rows) * ow
     # threads share the blocks; one block (a small image) they share by rows of the weights
     parallel = blk.extent > 1 and ocpg * oh * ow * k_dim >= PARALLEL_MIN_WORK
-    sp = split_gemm(ocpg, oh * ow, k_dim, by_rows=True) if blk.extent == 1 else None
+    by_rows = split_gemm(ocpg, oh * ow, k_dim, by_rows=True) if blk.extent == 1 else None
 
     def product(ins, out):
         a, col, c = w_ptr(ins[1]), te.pointer(ins[2]), te.pointer(out, b.var, g.var * ocpg, blk.var * rows, 0)
+        sp = by_rows
         if sp is None or sp.loop.extent == 1:
             return _sgemm(ocpg, n_cols, k_dim, a, col, c, ldb=rows * ow, ldc=oh * ow)
         return S.For(sp.loop.var, E.IntImm(sp.loop.extent),

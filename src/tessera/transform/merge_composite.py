@@ -104,7 +104,7 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
                               f"pattern {entry.name} matched, but a value inside the match is also read outside it")
                 continue
             verdict = True if entry.check is None else entry.check(match)
-            if not verdict:
+            if not verdict and entry.check is not None:
                 why = (verdict.reason if isinstance(verdict, Refused)
                        else f"its check {callable_name(entry.check)} refused the match")
                 notes += note(target, op_calls(inside), Refusal.CHECK, f"pattern {entry.name}: {why}")
