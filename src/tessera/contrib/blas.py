@@ -2,13 +2,17 @@
 
 A target kind (`target="blas"`: host `c` plus this accelerator) with
 * a pattern table: float32 conv2d (wide groups; depthwise stays on the host)
-  and matmul, each with an optional add (a bias) and ReLU;
+  and matmul, each with an optional add (a bias) and ReLU, when the GEMM is
+  big enough to pay (MIN_MACS); a refused one stays in the host's C, and
+  the partition report shows why;
 * RelayToTIR (`LowerPartitions`): the conv or matmul becomes a `te.extern`
   stage calling cblas_sgemm, whose result the add and ReLU (ordinary
   computes) update in place; a convolution unfolds its input (im2col) a
   block of output rows at a time, so the scratch stays small and in cache;
 * TIRToRuntime: the host C generator plus <cblas.h>, CBLAS enums by name
-  and -lopenblas; OpenBLAS itself runs on one thread (SERIAL_OPENBLAS).
+  and -lopenblas; OpenBLAS itself runs on one thread (SERIAL_OPENBLAS), and
+  tessera's OpenMP threads share a big product: the blocks of an unfolded
+  convolution, else parts of the GEMM's longer side (`Split`).
 """
 
 from __future__ import annotations
