@@ -65,13 +65,13 @@ def test_conv_becomes_an_sgemm_call_with_visible_scratch(blas_takes_small_gemms)
     np.testing.assert_allclose(lib(x)[0], tessera.build(_conv_model(), target="c")(x)[0], rtol=1e-4, atol=1e-5)
 
 
-def _one_conv(data, weight, pad=0):
+def _one_conv(data, weight, pad=0, tail=ew.relu):
     rng = np.random.default_rng(0)
     x = relay.Var("x", relay.TensorType(data, "float32"))
     w = relay.const((rng.standard_normal(weight) / np.sqrt(np.prod(weight[1:]))).astype(np.float32))
     b = relay.const(rng.standard_normal((weight[0], 1, 1)).astype(np.float32))
     y = conv.conv2d(x, w, strides=(1, 1), padding=(pad,) * 4, dilation=(1, 1))
-    return relay.IRModule.from_expr(relay.Function((x,), ew.relu(ew.add(y, b))))
+    return relay.IRModule.from_expr(relay.Function((x,), tail(ew.add(y, b))))
 
 
 def _blas_sources(lib) -> list[str]:
@@ -123,6 +123,15 @@ def test_a_big_product_is_split_across_the_threads_by_columns():
     assert "TS_PARALLEL_FOR\n  for (int32_t part = 0; part < 4; ++part) {" in source
     assert "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, 64, 64, 1.0f, p1, 64, (p0 + (part * 64)), 256" \
         in source
+    _same_as_host_at_1_and_2_threads(lib, mod, (1, 64, 16, 16))
+
+
+def test_a_clip_tail_updates_the_product_in_place():
+    """ReLU6 (a minimum of a maximum) after the bias joins the partition, as the host would fuse it."""
+    relu6 = lambda y: ew.minimum(ew.maximum(y, relay.const(np.float32(0))), relay.const(np.float32(6)))  # noqa: E731
+    mod = _one_conv((1, 64, 16, 16), (64, 64, 1, 1), tail=relu6)
+    lib = tessera.build(mod, target="blas")
+    assert partition_report(lib).op_counts()["blas"] == {"nn.conv2d": 1, "add": 1, "maximum": 1, "minimum": 1}
     _same_as_host_at_1_and_2_threads(lib, mod, (1, 64, 16, 16))
 
 

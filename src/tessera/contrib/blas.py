@@ -28,7 +28,7 @@ from ..backend.lower_partition import LowerPartitions, Lowering
 from ..codegen.c_host import build_c_module
 from ..codegen.c_source import CodeGenC
 from ..op.nn.conv import ConvAttrs
-from ..relay.dataflow_pattern import Match, Pattern, is_op, wildcard
+from ..relay.dataflow_pattern import CallPattern, Match, Pattern, is_op, wildcard
 from ..relay.expr import Call
 from ..relay.pattern_table import PatternEntry, Refused
 from ..target import simd
@@ -55,29 +55,31 @@ BLOCK_MIN_COLUMNS = 256
 # with AVX-512, OpenBLAS 0.3.21): 1x1 convolutions of 0.3 M multiply-adds and more ran as fast or faster
 # on OpenBLAS (blas/c 0.5-1.05); unfolded ones of 1.8 M to 460 M were slower (1.0-3.5 x: the host's direct
 # convolution neither unfolds the input nor has OpenBLAS pack it again), but for 3-channel stems (about
-# 1.0), and VGG's 1.8 G 3x3 ones tied. Under 64 K multiply-adds a call costs more than the product.
-MIN_MACS = {False: 1 << 16, True: 1 << 30}
+# 1.0), and VGG's 1.8 G 3x3 ones tied; one-row products of 82 K (ad_autoencoder's) tied at 4 us.
+MIN_MACS = {False: 1 << 17, True: 1 << 30}
 # OpenBLAS runs serially: tessera's threads share a big product (see `Split`), in at most MAX_PARTS
 # parts of PART_MIN rows or columns at least.
 MAX_PARTS, PART_MIN = 4, 64
 
 
 # ------------------------------------------------------------------ patterns
-def _with_epilogue(core: Pattern) -> tuple[Pattern, Pattern]:
-    """`core`, then optionally a bias add, then optionally a ReLU; and the add's handle."""
-    add = is_op("add")(core, wildcard())
-    return (add | core).optional(lambda p: is_op("nn.relu")(p)), add
+def _with_epilogue(core: Pattern) -> Pattern:
+    """`core`, then optionally a bias add, then optionally a ReLU or a clip (ReLU6: a minimum of a maximum),
+    all updating the product in place; the host would fuse the clip into its own convolution."""
+    clip = lambda p: is_op("minimum")(is_op("maximum")(p, wildcard()), wildcard())  # noqa: E731
+    return (is_op("add")(core, wildcard()) | core).optional(lambda p: is_op("nn.relu")(p) | clip(p))
 
 
 CONV = is_op("nn.conv2d")(wildcard(), wildcard()).has_dtype("float32")
 MATMUL = is_op("nn.matmul")(wildcard(), wildcard()).has_dtype("float32")
-CONV_PATTERN, CONV_ADD = _with_epilogue(CONV)
-MATMUL_PATTERN, MATMUL_ADD = _with_epilogue(MATMUL)
+CONV_PATTERN = _with_epilogue(CONV)
+MATMUL_PATTERN = _with_epilogue(MATMUL)
 
 
-def _bias_fits(m: Match, core: Pattern, add: Pattern) -> bool:
-    """A bias may not broadcast the product to a larger shape: the add updates it in place."""
-    return m.get(add) is None or m[add].checked_type == m[core].checked_type
+def _tail_fits(m: Match, core: Pattern) -> bool:
+    """A bias or clip bound may not broadcast the product to a larger shape: the tail updates it in place."""
+    tail = [e for p, e in m.matched() if isinstance(p, CallPattern)]  # the calls of the pattern, not its inputs
+    return all(e.checked_type == m[core].checked_type for e in tail)
 
 
 def _big_enough(macs: int, unfolds: bool) -> bool | Refused:
@@ -98,7 +100,7 @@ def _conv_ok(m: Match) -> bool | Refused:
     conv = m.call(CONV)
     (oc, icpg, kh, kw), attrs = conv.args[1].tensor_type.shape, conv.attrs_as(ConvAttrs)
     # a GEMM per group pays only when the groups are wide; depthwise stays on the host
-    if not ((attrs.groups == 1 or (oc // attrs.groups >= 4 and icpg * kh * kw >= 8)) and _bias_fits(m, CONV, CONV_ADD)):
+    if not ((attrs.groups == 1 or (oc // attrs.groups >= 4 and icpg * kh * kw >= 8)) and _tail_fits(m, CONV)):
         return False
     (oh, ow), ocpg = conv.tensor_type.shape[2:], oc // attrs.groups
     return _big_enough(ocpg * oh * ow * icpg * kh * kw, _unfolds(attrs, kh, kw))
@@ -106,7 +108,7 @@ def _conv_ok(m: Match) -> bool | Refused:
 
 def _matmul_ok(m: Match) -> bool | Refused:
     a, b = (x.tensor_type for x in m.call(MATMUL).args)
-    if not (a.ndim >= 2 and b.ndim >= 2 and _bias_fits(m, MATMUL, MATMUL_ADD)):
+    if not (a.ndim >= 2 and b.ndim >= 2 and _tail_fits(m, MATMUL)):
         return False
     return _big_enough(a.shape[-2] * a.shape[-1] * b.shape[-1], False)
 
