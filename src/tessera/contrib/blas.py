@@ -52,10 +52,11 @@ BLOCK_MIN_COLUMNS = 256
 # The smallest GEMM (multiply-adds of one call, per image and group) the blas partition takes, without and
 # with an im2col unfold; smaller ones stay in the host's C (op/nn/conv*.py, op/nn/gemm.py). Measured with
 # benchmarks/blas_threshold.py (single convolutions with bias and ReLU, one thread, 2-core AMD EPYC Zen 4
-# with AVX-512, OpenBLAS 0.3.21): 1x1 convolutions of 0.3 M multiply-adds and more ran as fast or faster
-# on OpenBLAS (blas/c 0.5-1.2, mostly under 1); unfolded ones of 1.8 M to 460 M were slower (1.0-3.5 x: the host's direct
-# convolution neither unfolds the input nor has OpenBLAS pack it again), but for 3-channel stems (about
-# 1.0), and VGG's 1.8 G 3x3 ones tied; one-row products of 82 K (ad_autoencoder's) tied at 4 us.
+# with AVX-512, OpenBLAS 0.3.21): 1x1 convolutions of 0.3 M multiply-adds and more ran about as fast or
+# faster on OpenBLAS (blas/c 0.5-1.2, mostly under 1); unfolded ones of 1.8 M to 460 M were slower
+# (1.0-3.5 x: the host's direct convolution neither unfolds the input nor has OpenBLAS pack it again),
+# but for 3-channel stems (about 1.0), and VGG's 1.8 G 3x3 ones tied; one-row products of 82 K
+# (ad_autoencoder's) tied at 4 us.
 MIN_MACS = {False: 1 << 17, True: 1 << 30}
 # OpenBLAS runs serially: tessera's threads share a big product (see `Split`), in at most MAX_PARTS
 # parts of PART_MIN rows or columns at least.
