@@ -65,13 +65,13 @@ def test_conv_becomes_an_sgemm_call_with_visible_scratch(blas_takes_small_gemms)
     np.testing.assert_allclose(lib(x)[0], tessera.build(_conv_model(), target="c")(x)[0], rtol=1e-4, atol=1e-5)
 
 
-def _one_conv(data, weight, pad=0, tail=ew.relu):
+def _one_conv(data, weight, pad=0, tail=lambda y, x: ew.relu(y)):
     rng = np.random.default_rng(0)
     x = relay.Var("x", relay.TensorType(data, "float32"))
     w = relay.const((rng.standard_normal(weight) / np.sqrt(np.prod(weight[1:]))).astype(np.float32))
     b = relay.const(rng.standard_normal((weight[0], 1, 1)).astype(np.float32))
     y = conv.conv2d(x, w, strides=(1, 1), padding=(pad,) * 4, dilation=(1, 1))
-    return relay.IRModule.from_expr(relay.Function((x,), tail(ew.add(y, b))))
+    return relay.IRModule.from_expr(relay.Function((x,), tail(ew.add(y, b), x)))
 
 
 def _blas_sources(lib) -> list[str]:
@@ -107,9 +107,9 @@ def test_small_gemms_stay_on_the_host_saying_why(data, weight, pad, unfolded):
 
 
 def test_an_unfolded_conv_over_the_threshold_is_offloaded():
-    """Only the partitioning (no C): a 3x3 conv of 1.2 G multiply-adds, over MIN_MACS, goes to blas."""
-    mod = partition_for(_one_conv((1, 64, 182, 182), (64, 64, 3, 3), pad=1), Target("blas").accelerators[0])
-    assert 64 * 182 * 182 * 64 * 9 >= blas.MIN_MACS[True]
+    """Only the partitioning (no C): a 3x3 conv of 2.4 G multiply-adds, over MIN_MACS, goes to blas."""
+    mod = partition_for(_one_conv((1, 64, 256, 256), (64, 64, 3, 3), pad=1), Target("blas").accelerators[0])
+    assert 64 * 256 * 256 * 64 * 9 >= blas.MIN_MACS[True]
     assert [f.attrs.compiler for _, f in mod.items() if f.attrs.compiler] == ["blas"]
     assert not [d for d in declined(mod) if d.op == "nn.conv2d"]
 
@@ -126,12 +126,16 @@ def test_a_big_product_is_split_across_the_threads_by_columns():
     _same_as_host_at_1_and_2_threads(lib, mod, (1, 64, 16, 16))
 
 
-def test_a_clip_tail_updates_the_product_in_place():
-    """ReLU6 (a minimum of a maximum) after the bias joins the partition, as the host would fuse it."""
-    relu6 = lambda y: ew.minimum(ew.maximum(y, relay.const(np.float32(0))), relay.const(np.float32(6)))  # noqa: E731
-    mod = _one_conv((1, 64, 16, 16), (64, 64, 1, 1), tail=relu6)
+@pytest.mark.parametrize(("tail", "ops"), [
+    (lambda y, x: ew.minimum(ew.maximum(y, relay.const(np.float32(0))), relay.const(np.float32(6))),
+     {"nn.conv2d": 1, "add": 1, "maximum": 1, "minimum": 1}),  # ReLU6: a minimum of a maximum
+    (lambda y, x: ew.relu(ew.add(y, x)), {"nn.conv2d": 1, "add": 2, "nn.relu": 1}),  # a residual add, then ReLU
+])
+def test_a_residual_add_and_a_clip_update_the_product_in_place(tail, ops):
+    """After the bias, a residual add and ReLU, or a ReLU6, join the partition, as the host would fuse them."""
+    mod = _one_conv((1, 64, 16, 16), (64, 64, 1, 1), tail=tail)
     lib = tessera.build(mod, target="blas")
-    assert partition_report(lib).op_counts()["blas"] == {"nn.conv2d": 1, "add": 1, "maximum": 1, "minimum": 1}
+    assert partition_report(lib).op_counts()["blas"] == ops
     _same_as_host_at_1_and_2_threads(lib, mod, (1, 64, 16, 16))
 
 

@@ -55,9 +55,9 @@ BLOCK_MIN_COLUMNS = 256
 # with AVX-512, OpenBLAS 0.3.21): 1x1 convolutions of 0.3 M multiply-adds and more ran about as fast or
 # faster on OpenBLAS (blas/c 0.5-1.2, mostly under 1); unfolded ones of 1.8 M to 460 M were slower
 # (1.0-3.5 x: the host's direct convolution neither unfolds the input nor has OpenBLAS pack it again),
-# but for 3-channel stems (about 1.0), and VGG's 1.8 G 3x3 ones tied; one-row products of 82 K
-# (ad_autoencoder's) tied at 4 us.
-MIN_MACS = {False: 1 << 17, True: 1 << 30}
+# but for 3-channel stems (about 1.0), and VGG-19 with its 1.8 G 3x3 ones on OpenBLAS took 1.07 x its
+# time on the host; one-row products of 82 K (ad_autoencoder's) tied at 4 us.
+MIN_MACS = {False: 1 << 17, True: 1 << 31}
 # OpenBLAS runs serially: tessera's threads share a big product (see `Split`), in at most MAX_PARTS
 # parts of PART_MIN rows or columns at least.
 MAX_PARTS, PART_MIN = 4, 64
@@ -65,10 +65,11 @@ MAX_PARTS, PART_MIN = 4, 64
 
 # ------------------------------------------------------------------ patterns
 def _with_epilogue(core: Pattern) -> Pattern:
-    """`core`, then optionally a bias add, then optionally a ReLU or a clip (ReLU6: a minimum of a maximum),
-    all updating the product in place; the host would fuse the clip into its own convolution."""
+    """`core`, then optionally a bias add, a residual add, and a ReLU or a clip (ReLU6: a minimum of a
+    maximum), all updating the product in place: the host would fuse them into its own convolution."""
+    add = lambda p: is_op("add")(p, wildcard())  # noqa: E731
     clip = lambda p: is_op("minimum")(is_op("maximum")(p, wildcard()), wildcard())  # noqa: E731
-    return (is_op("add")(core, wildcard()) | core).optional(lambda p: is_op("nn.relu")(p) | clip(p))
+    return core.optional(add).optional(add).optional(lambda p: is_op("nn.relu")(p) | clip(p))
 
 
 CONV = is_op("nn.conv2d")(wildcard(), wildcard()).has_dtype("float32")
