@@ -130,9 +130,10 @@ def test_a_big_product_is_split_across_the_threads_by_columns():
     (lambda y, x: ew.minimum(ew.maximum(y, relay.const(np.float32(0))), relay.const(np.float32(6))),
      {"nn.conv2d": 1, "add": 1, "maximum": 1, "minimum": 1}),  # ReLU6: a minimum of a maximum
     (lambda y, x: ew.relu(ew.add(y, x)), {"nn.conv2d": 1, "add": 2, "nn.relu": 1}),  # a residual add, then ReLU
+    (lambda y, x: ew.silu(y), {"nn.conv2d": 1, "add": 1, "nn.silu": 1}),
 ])
 def test_a_residual_add_and_a_clip_update_the_product_in_place(tail, ops):
-    """After the bias, a residual add and ReLU, or a ReLU6, join the partition, as the host would fuse them."""
+    """After the bias, a residual add and ReLU, a ReLU6 or a SiLU join the partition, as the host would fuse them."""
     mod = _one_conv((1, 64, 16, 16), (64, 64, 1, 1), tail=tail)
     lib = tessera.build(mod, target="blas")
     assert partition_report(lib).op_counts()["blas"] == ops

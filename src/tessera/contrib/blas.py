@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+import operator
 import os
+from dataclasses import dataclass
 import platform
 
 from .. import te
@@ -64,12 +65,18 @@ MAX_PARTS, PART_MIN = 4, 64
 
 
 # ------------------------------------------------------------------ patterns
+ACTIVATIONS = ("nn.relu", "nn.silu", "nn.hard_swish")  # elementwise tails the host would fuse, too
+
+
 def _with_epilogue(core: Pattern) -> Pattern:
-    """`core`, then optionally a bias add, a residual add, and a ReLU or a clip (ReLU6: a minimum of a
-    maximum), all updating the product in place: the host would fuse them into its own convolution."""
+    """`core`, then optionally a bias add, a residual add, and an activation or a clip (ReLU6: a minimum
+    of a maximum), all updating the product in place: the host would fuse them into its own convolution."""
     add = lambda p: is_op("add")(p, wildcard())  # noqa: E731
-    clip = lambda p: is_op("minimum")(is_op("maximum")(p, wildcard()), wildcard())  # noqa: E731
-    return core.optional(add).optional(add).optional(lambda p: is_op("nn.relu")(p) | clip(p))
+
+    def tail(p: Pattern) -> Pattern:
+        clip = is_op("minimum")(is_op("maximum")(p, wildcard()), wildcard())
+        return functools.reduce(operator.or_, [is_op(name)(p) for name in ACTIVATIONS], clip)
+    return core.optional(add).optional(add).optional(tail)
 
 
 CONV = is_op("nn.conv2d")(wildcard(), wildcard()).has_dtype("float32")
