@@ -28,6 +28,15 @@ def _verify_ir_after_every_pass():
         yield
 
 
+@pytest.fixture
+def blas_takes_small_gemms(monkeypatch):
+    """The `blas` target with its size thresholds (contrib/blas.py MIN_MACS, measured for speed) at 0:
+    for tests of offloading itself on small models (the digits CNN), whose GEMMs stay on the host otherwise."""
+    from tessera.contrib import blas
+
+    monkeypatch.setattr(blas, "MIN_MACS", {unfolds: 0 for unfolds in blas.MIN_MACS})
+
+
 def pytest_runtest_logreport(report):
     suite = dict(report.user_properties).get("suite")
     if suite is None:

@@ -184,7 +184,7 @@ def test_cli_compiles_a_tarball_and_checks_it_on_a_board(tmp_path, capsys):
     assert "CHECK OK" in out and "mps2-an386: flash" in out and "instructions per inference:" in out
 
 
-def test_kernels_from_target_hooks_are_called_like_any_other():
+def test_kernels_from_target_hooks_are_called_like_any_other(blas_takes_small_gemms):
     # the blas partitions become PrimFuncs (RelayToTIR) that the executor calls directly
     mod, params = from_onnx(str(DIGITS))
     lib = tessera.build(mod, target="blas", params=params, executor="aot", mod_name="digits")

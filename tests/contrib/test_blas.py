@@ -21,6 +21,9 @@ from tessera.tir.functor import walk_expr
 from tessera.tir import expr as E
 from tessera.testing.models import LIGHT_MODELS, data_input, light_path, ort_run, seeded_input
 from tessera.testing.weights import randomize_weights
+from tessera.contrib import blas
+from tessera.transform.declines import declined
+from tessera.transform.partition import partition_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +42,7 @@ def _conv_model():
     return relay.IRModule.from_expr(relay.Function((x,), y))
 
 
-def test_conv_becomes_an_sgemm_call_with_visible_scratch():
+def test_conv_becomes_an_sgemm_call_with_visible_scratch(blas_takes_small_gemms):
     lib = tessera.build(_conv_model(), target="blas")
     (kernel,) = [f for gv, f in lib.ir_mod.items() if gv.name_hint.startswith("tsgen_default_blas")]
     stmts = list(S.walk_stmts(kernel.body))
@@ -62,7 +65,109 @@ def test_conv_becomes_an_sgemm_call_with_visible_scratch():
     np.testing.assert_allclose(lib(x)[0], tessera.build(_conv_model(), target="c")(x)[0], rtol=1e-4, atol=1e-5)
 
 
-def test_report_shows_what_went_where(tmp_path):
+def _one_conv(data, weight, pad=0, tail=lambda y, x: ew.relu(y)):
+    rng = np.random.default_rng(0)
+    x = relay.Var("x", relay.TensorType(data, "float32"))
+    w = relay.const((rng.standard_normal(weight) / np.sqrt(np.prod(weight[1:]))).astype(np.float32))
+    b = relay.const(rng.standard_normal((weight[0], 1, 1)).astype(np.float32))
+    y = conv.conv2d(x, w, strides=(1, 1), padding=(pad,) * 4, dilation=(1, 1))
+    return relay.IRModule.from_expr(relay.Function((x,), tail(ew.add(y, b), x)))
+
+
+def _blas_sources(lib) -> list[str]:
+    return [s for s in lib.c_sources.values() if "cblas_sgemm" in s]
+
+
+def _same_as_host_at_1_and_2_threads(lib, mod, data):
+    x = np.random.default_rng(1).standard_normal(data).astype(np.float32)
+    expected = tessera.build(mod, target="c")(x)[0]
+    for threads in (1, 2):
+        gm = tessera.GraphModule(lib, num_threads=threads)
+        gm.set_input(0, x)
+        gm.run()
+        np.testing.assert_allclose(gm.get_output(0), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("data", "weight", "pad", "unfolded"), [
+    ((1, 16, 8, 8), (16, 16, 1, 1), 0, False),  # 16 K multiply-adds
+    ((1, 16, 8, 8), (16, 16, 3, 3), 1, True),  # 147 K, unfolded
+])
+def test_small_gemms_stay_on_the_host_saying_why(data, weight, pad, unfolded):
+    """The host's C is as fast as OpenBLAS there (MIN_MACS, measured): the conv stays, with the reason."""
+    lib = tessera.build(_one_conv(data, weight, pad), target="blas")
+    assert not _blas_sources(lib) and "blas" not in partition_report(lib).op_counts()
+    macs = weight[0] * data[2] * data[3] * int(np.prod(weight[1:]))
+    assert macs < blas.MIN_MACS[unfolded]
+    kind = "an unfolded (im2col) GEMM" if unfolded else "a GEMM"
+    (note,) = [d for d in declined(lib.partitioned_mod) if d.op == "nn.conv2d" and d.kind.matched_a_pattern]
+    assert note.reason == (f"pattern blas.conv2d: {kind} of {macs} multiply-adds, under "
+                           f"{blas.MIN_MACS[unfolded]}: the host's own C is as fast")
+    (kernel,) = partition_report(lib).kernels
+    assert ("nn.conv2d", "blas", note.reason) in partition_report(lib).reasons(kernel)
+
+
+def test_an_unfolded_conv_over_the_threshold_is_offloaded():
+    """Only the partitioning (no C): a 3x3 conv of 2.4 G multiply-adds, over MIN_MACS, goes to blas."""
+    mod = partition_for(_one_conv((1, 64, 256, 256), (64, 64, 3, 3), pad=1), Target("blas").accelerators[0])
+    assert 64 * 256 * 256 * 64 * 9 >= blas.MIN_MACS[True]
+    assert [f.attrs.compiler for _, f in mod.items() if f.attrs.compiler] == ["blas"]
+    assert not [d for d in declined(mod) if d.op == "nn.conv2d"]
+
+
+def test_a_big_product_is_split_across_the_threads_by_columns():
+    """1x1 conv, 64 x 256 x 64 (over MIN_MACS and PARALLEL_MIN_WORK): four 64-column parts, one sgemm each,
+    in a parallel loop; OpenBLAS runs serially, so the threads share the product this way."""
+    mod = _one_conv((1, 64, 16, 16), (64, 64, 1, 1))
+    lib = tessera.build(mod, target="blas")
+    (source,) = _blas_sources(lib)
+    assert "TS_PARALLEL_FOR\n  for (int32_t part = 0; part < 4; ++part) {" in source
+    assert "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, 64, 64, 1.0f, p1, 64, (p0 + (part * 64)), 256" \
+        in source
+    _same_as_host_at_1_and_2_threads(lib, mod, (1, 64, 16, 16))
+
+
+@pytest.mark.parametrize(("tail", "ops"), [
+    (lambda y, x: ew.minimum(ew.maximum(y, relay.const(np.float32(0))), relay.const(np.float32(6))),
+     {"nn.conv2d": 1, "add": 1, "maximum": 1, "minimum": 1}),  # ReLU6: a minimum of a maximum
+    (lambda y, x: ew.relu(ew.add(y, x)), {"nn.conv2d": 1, "add": 2, "nn.relu": 1}),  # a residual add, then ReLU
+    (lambda y, x: ew.silu(y), {"nn.conv2d": 1, "add": 1, "nn.silu": 1}),
+])
+def test_a_residual_add_and_a_clip_update_the_product_in_place(tail, ops):
+    """After the bias, a residual add and ReLU, a ReLU6 or a SiLU join the partition, as the host would fuse them."""
+    mod = _one_conv((1, 64, 16, 16), (64, 64, 1, 1), tail=tail)
+    lib = tessera.build(mod, target="blas")
+    assert partition_report(lib).op_counts()["blas"] == ops
+    _same_as_host_at_1_and_2_threads(lib, mod, (1, 64, 16, 16))
+
+
+def test_unfolded_blocks_run_on_all_threads_each_with_its_own_scratch(blas_takes_small_gemms):
+    """Three blocks of 16 output rows: the threads share them, each unfolding its block into scratch it
+    allocates (not a planned buffer: one per thread)."""
+    mod = _one_conv((1, 32, 48, 48), (32, 32, 3, 3), pad=1)
+    lib = tessera.build(mod, target="blas")
+    (kernel,) = [f for gv, f in lib.ir_mod.items() if gv.name_hint.startswith("tsgen_default_blas")]
+    assert not workspace_params(kernel)
+    (loop,) = [s for s in S.walk_stmts(kernel.body) if isinstance(s, S.For) and s.kind is S.ForKind.PARALLEL]
+    assert loop.loop_var.name == "blk" and loop.extent.value == 3
+    assert [s.buffer.name for s in S.walk_stmts(loop.body) if isinstance(s, S.Allocate)] == ["im2col_buf"]
+    _same_as_host_at_1_and_2_threads(lib, mod, (1, 32, 48, 48))
+
+
+def test_one_block_is_shared_by_rows_of_the_weights(blas_takes_small_gemms):
+    """A small image is one block, unfolded once (planned scratch); the threads share its product by rows
+    of the weights, 4 parts of 64 output channels."""
+    mod = _one_conv((1, 256, 7, 7), (256, 256, 3, 3), pad=1)
+    lib = tessera.build(mod, target="blas")
+    (kernel,) = [f for gv, f in lib.ir_mod.items() if gv.name_hint.startswith("tsgen_default_blas")]
+    assert [b.size for b in workspace_params(kernel)] == [256 * 9 * 49]
+    (loop,) = [s for s in S.walk_stmts(kernel.body) if isinstance(s, S.For) and s.kind is S.ForKind.PARALLEL]
+    assert loop.loop_var.name == "part" and loop.extent.value == 4
+    (source,) = _blas_sources(lib)
+    assert "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, 49, 2304" in source
+    _same_as_host_at_1_and_2_threads(lib, mod, (1, 256, 7, 7))
+
+
+def test_report_shows_what_went_where(tmp_path, blas_takes_small_gemms):
     mod, params = from_onnx(str(ROOT / "examples" / "digits" / "digits_cnn.onnx"))
     report = partition_report(tessera.build(mod, target="blas", params=params))
     counts = report.op_counts()
@@ -109,7 +214,7 @@ def test_openblas_gets_the_kernels_this_cpus_flags_allow(monkeypatch):
 
 
 @pytest.mark.parametrize(("user", "threads"), [(None, 1), ("2", 2)])
-def test_openblas_runs_on_the_calling_thread_unless_the_user_says(tmp_path, user, threads):
+def test_openblas_runs_on_the_calling_thread_unless_the_user_says(tmp_path, user, threads, blas_takes_small_gemms):
     """tessera's OpenMP pool owns the cores: a loaded blas library sets OpenBLAS to one thread,
     unless OPENBLAS_NUM_THREADS is set. Checked in a fresh process, whose OpenBLAS starts with
     one thread per core (or the user's count)."""

@@ -233,7 +233,7 @@ def test_capability_limits_the_automatic_choice(digits, elementwise_only_kind):
     close(lib(x)[0], ref)
 
 
-def test_function_pin_works_for_accelerators_too(digits):
+def test_function_pin_works_for_accelerators_too(digits, blas_takes_small_gemms):
     mod, params, x, ref = digits
     offloaded = tessera.build(mod, target="blas", params=params)
     assert "blas" in {p for p, _ in placement(offloaded)}

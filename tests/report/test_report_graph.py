@@ -41,7 +41,7 @@ def fused(mod: relay.IRModule, target: str, params: dict | None = None) -> relay
     return fuse(mod, compile_target, params, PassContext.current(), lambda msg: None, "default", config)
 
 
-def test_a_partition_is_a_cluster_showing_each_of_its_convolutions():
+def test_a_partition_is_a_cluster_showing_each_of_its_convolutions(blas_takes_small_gemms):
     report = partition_report(fused(convs_then_depthwise(), "blas"))
     (part,) = [k for k in report.kernels if k.partition]
     assert [m.name for m in part.members] == ["blas.conv2d", "blas.conv2d"]
@@ -70,7 +70,7 @@ def test_edges_have_arrowheads_and_tensor_shapes():
     assert {"1x8x12x12", "1x16x12x12"} <= labels
 
 
-def test_the_host_table_names_the_check_that_refused_a_call():
+def test_the_host_table_names_the_check_that_refused_a_call(blas_takes_small_gemms):
     mod = fused(convs_then_depthwise(), "blas")
     notes = [d for d in declined(mod) if d.op == "nn.conv2d"]
     # MergeComposite saw the check refuse the match; AnnotateTarget then found no rule for the bare conv

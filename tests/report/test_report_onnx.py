@@ -20,7 +20,7 @@ def _attrs(node: onnx.NodeProto) -> dict[str, object]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def test_every_box_is_a_node_naming_its_target():
+def test_every_box_is_a_node_naming_its_target(blas_takes_small_gemms):
     report = partition_report(fused(convs_then_depthwise(), "blas"))
     model = report_onnx(report)
     onnx.checker.check_model(model)
@@ -39,7 +39,7 @@ def test_every_box_is_a_node_naming_its_target():
     assert shape == [1, 16, 12, 12]
 
 
-def test_cli_writes_onnx_when_the_report_is_named_so(tmp_path, capsys):
+def test_cli_writes_onnx_when_the_report_is_named_so(tmp_path, capsys, blas_takes_small_gemms):
     out = tmp_path / "placement.onnx"
     assert main(["compile", str(DIGITS), "-o", str(tmp_path / "d.so"), "-t", "blas", "--report", str(out), "-q"]) == 0
     assert f"wrote {out}" in capsys.readouterr().out

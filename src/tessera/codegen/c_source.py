@@ -262,6 +262,7 @@ class _FunctionWriter:
         self._collapsed_inner: S.For | None = None  # inner loop of the last collapsed parallel pair
         self._workspace: list[str] = []  # run-time scratch live here, freed by an early return
         self._parallel_depth = 0  # OpenMP loops forbid `return` inside them
+        self._scratch_failed: str | None = None  # set when run-time scratch inside a parallel loop failed
 
     def write(self) -> None:
         f = self.func
@@ -295,6 +296,11 @@ class _FunctionWriter:
         var = self.ns.name_of(s.loop_var, s.loop_var.name)
         c = dt.c_type(s.loop_var.dtype)
         self.nonneg.add(id(s.loop_var))
+        outermost_parallel = s.kind is S.ForKind.PARALLEL and not self._parallel_depth
+        if outermost_parallel and _has_scratch(s.body):
+            # each thread's scratch: a failed allocation skips the iteration, the kernel fails after the loop
+            self._scratch_failed = self.ns.fresh("scratch_failed")
+            self.emit(f"int32_t {self._scratch_failed} = 0;")
         if s.kind is S.ForKind.PARALLEL and s is not self._collapsed_inner:
             self.gen.note_parallel()
             if isinstance(s.body, S.For) and s.body.kind is S.ForKind.PARALLEL:
@@ -314,6 +320,13 @@ class _FunctionWriter:
         self._parallel_depth -= parallel
         self.indent -= 1
         self.emit("}")
+        if outermost_parallel and self._scratch_failed is not None:
+            failed, self._scratch_failed = self._scratch_failed, None
+            self.emit(f"if ({failed}) {{")
+            self.indent += 1
+            self._return_status("-1")
+            self.indent -= 1
+            self.emit("}")
 
     @_STMTS.register(S.SeqStmt)
     def _seq(self, s: S.SeqStmt) -> None:
@@ -358,10 +371,14 @@ class _FunctionWriter:
         self.emit(
             f"{c}* {name} = ({c}*)TSBackendAllocWorkspace({buf.nbytes}u);"
         )
-        self.emit(f"if ({name} == NULL) return -1;")
-        self._workspace.append(name)
-        self.stmt(s.body)
-        self._workspace.pop()
+        if self._parallel_depth:  # (no return from inside an OpenMP loop)
+            self.emit(f"if ({name} == NULL) {{ {self._scratch_failed} = 1; continue; }}")
+            self.stmt(s.body)
+        else:
+            self.emit(f"if ({name} == NULL) return -1;")
+            self._workspace.append(name)
+            self.stmt(s.body)
+            self._workspace.pop()
         self.emit(f"TSBackendFreeWorkspace({name});")
 
     @_STMTS.register(S.LetStmt)
@@ -382,6 +399,9 @@ class _FunctionWriter:
         if isinstance(s.value, E.IntImm) and is_status(s.value.value):
             self.gen.note_status()
             value = Status(s.value.value).c_name  # the header's name, not a bare number
+        self._return_status(value)
+
+    def _return_status(self, value: str) -> None:
         for name in reversed(self._workspace):  # an early return still frees, innermost first
             self.emit(f"TSBackendFreeWorkspace({name});")
         self.emit(f"return {value};")
@@ -639,3 +659,7 @@ def _balanced(text: str) -> bool:
 def _float_fn(name: str, dtype: str) -> str:
     return name + "f" if dtype == "float32" else name
 
+
+def _has_scratch(s: S.Stmt) -> bool:
+    """Does `s` allocate run-time (global-scope) scratch?"""
+    return any(isinstance(x, S.Allocate) and x.buffer.scope is Scope.GLOBAL for x in S.walk_stmts(s))

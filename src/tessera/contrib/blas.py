@@ -2,20 +2,26 @@
 
 A target kind (`target="blas"`: host `c` plus this accelerator) with
 * a pattern table: float32 conv2d (wide groups; depthwise stays on the host)
-  and matmul, each with an optional add (a bias) and ReLU;
+  and matmul, each with an optional add (a bias) and ReLU, when the GEMM is
+  big enough to pay (MIN_MACS); a refused one stays in the host's C, and
+  the partition report shows why;
 * RelayToTIR (`LowerPartitions`): the conv or matmul becomes a `te.extern`
   stage calling cblas_sgemm, whose result the add and ReLU (ordinary
   computes) update in place; a convolution unfolds its input (im2col) a
   block of output rows at a time, so the scratch stays small and in cache;
 * TIRToRuntime: the host C generator plus <cblas.h>, CBLAS enums by name
-  and -lopenblas; OpenBLAS itself runs on one thread (SERIAL_OPENBLAS).
+  and -lopenblas; OpenBLAS itself runs on one thread (SERIAL_OPENBLAS), and
+  tessera's OpenMP threads share a big product: the blocks of an unfolded
+  convolution, else parts of the GEMM's longer side (`Split`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import os
+from dataclasses import dataclass
 import platform
 
 from .. import te
@@ -23,52 +29,97 @@ from ..backend.lower_partition import LowerPartitions, Lowering
 from ..codegen.c_host import build_c_module
 from ..codegen.c_source import CodeGenC
 from ..op.nn.conv import ConvAttrs
-from ..relay.dataflow_pattern import Match, Pattern, is_op, wildcard
+from ..relay.dataflow_pattern import CallPattern, Match, Pattern, is_op, wildcard
 from ..relay.expr import Call
-from ..relay.pattern_table import PatternEntry
+from ..relay.pattern_table import PatternEntry, Refused
 from ..target import simd
 from ..target.builtin import c_toolchain
 from ..target.hooks import RELAY_TO_TIR, TIR_TO_RUNTIME
 from ..target.kind import TargetKind
 from ..target.tags import register_tag
 from ..target.target import Target
+from ..te.lower import PARALLEL_MIN_WORK
 from ..tir import expr as E
+from ..tir import stmt as S
 
 KIND = "blas"
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values (cblas.h), printed by name in C
 CBLAS_ENUMS = {ROW_MAJOR: "CblasRowMajor", NO_TRANS: "CblasNoTrans", TRANS: "CblasTrans"}
 ENUM_ARGS = {"cblas_sgemm": 3, "cblas_sgemv": 2}  # leading arguments that are CBLAS enums
 IM2COL_BLOCK_BYTES = 1 << 20  # output rows of a convolution unfolded at a time: the block stays in cache
+# ... but at least this many columns of the GEMM: OpenBLAS packs the weights again in every call, as much
+# work as a block's product when the block is a few dozen columns wide and the weights are large
+BLOCK_MIN_COLUMNS = 256
+# The smallest GEMM (multiply-adds of one call, per image and group) the blas partition takes, without and
+# with an im2col unfold; smaller ones stay in the host's C (op/nn/conv*.py, op/nn/gemm.py). Measured with
+# benchmarks/blas_threshold.py (single convolutions with bias and ReLU, one thread, 2-core AMD EPYC Zen 4
+# with AVX-512, OpenBLAS 0.3.21): 1x1 convolutions of 0.3 M multiply-adds and more ran about as fast or
+# faster on OpenBLAS (blas/c 0.5-1.2, mostly under 1); unfolded ones of 1.8 M to 460 M were slower
+# (1.0-3.5 x: the host's direct convolution neither unfolds the input nor has OpenBLAS pack it again),
+# but for 3-channel stems (about 1.0), and VGG-19 with its 1.8 G 3x3 ones on OpenBLAS took 1.07 x its
+# time on the host; one-row products of 82 K (ad_autoencoder's) tied at 4 us.
+MIN_MACS = {False: 1 << 17, True: 1 << 31}
+# OpenBLAS runs serially: tessera's threads share a big product (see `Split`), in at most MAX_PARTS
+# parts of PART_MIN rows or columns at least.
+MAX_PARTS, PART_MIN = 4, 64
 
 
 # ------------------------------------------------------------------ patterns
-def _with_epilogue(core: Pattern) -> tuple[Pattern, Pattern]:
-    """`core`, then optionally a bias add, then optionally a ReLU; and the add's handle."""
-    add = is_op("add")(core, wildcard())
-    return (add | core).optional(lambda p: is_op("nn.relu")(p)), add
+ACTIVATIONS = ("nn.relu", "nn.silu", "nn.hard_swish")  # elementwise tails the host would fuse, too
+
+
+def _with_epilogue(core: Pattern) -> Pattern:
+    """`core`, then optionally a bias add, a residual add, and an activation or a clip (ReLU6: a minimum
+    of a maximum), all updating the product in place: the host would fuse them into its own convolution."""
+    add = lambda p: is_op("add")(p, wildcard())  # noqa: E731
+
+    def tail(p: Pattern) -> Pattern:
+        clip = is_op("minimum")(is_op("maximum")(p, wildcard()), wildcard())
+        return functools.reduce(operator.or_, [is_op(name)(p) for name in ACTIVATIONS], clip)
+    return core.optional(add).optional(add).optional(tail)
 
 
 CONV = is_op("nn.conv2d")(wildcard(), wildcard()).has_dtype("float32")
 MATMUL = is_op("nn.matmul")(wildcard(), wildcard()).has_dtype("float32")
-CONV_PATTERN, CONV_ADD = _with_epilogue(CONV)
-MATMUL_PATTERN, MATMUL_ADD = _with_epilogue(MATMUL)
+CONV_PATTERN = _with_epilogue(CONV)
+MATMUL_PATTERN = _with_epilogue(MATMUL)
 
 
-def _bias_fits(m: Match, core: Pattern, add: Pattern) -> bool:
-    """A bias may not broadcast the product to a larger shape: the add updates it in place."""
-    return m.get(add) is None or m[add].checked_type == m[core].checked_type
+def _tail_fits(m: Match, core: Pattern) -> bool:
+    """A bias or clip bound may not broadcast the product to a larger shape: the tail updates it in place."""
+    tail = [e for p, e in m.matched() if isinstance(p, CallPattern)]  # the calls of the pattern, not its inputs
+    return all(e.checked_type == m[core].checked_type for e in tail)
 
 
-def _conv_ok(m: Match) -> bool:
+def _big_enough(macs: int, unfolds: bool) -> bool | Refused:
+    """Does one GEMM of `macs` multiply-adds pay for the library call (and the unfold)? See MIN_MACS."""
+    least = MIN_MACS[unfolds]
+    if macs >= least:
+        return True
+    what = "an unfolded (im2col) GEMM" if unfolds else "a GEMM"
+    return Refused(f"{what} of {macs} multiply-adds, under {least}: the host's own C is as fast")
+
+
+def _unfolds(attrs: ConvAttrs, kh: int, kw: int) -> bool:
+    """Does the convolution need im2col (else its input is the GEMM's B as it is)?"""
+    return not (kh == kw == 1 and attrs.strides == (1, 1) and not any(attrs.padding))
+
+
+def _conv_ok(m: Match) -> bool | Refused:
     conv = m.call(CONV)
-    (oc, icpg, kh, kw), groups = conv.args[1].tensor_type.shape, conv.attrs_as(ConvAttrs).groups
+    (oc, icpg, kh, kw), attrs = conv.args[1].tensor_type.shape, conv.attrs_as(ConvAttrs)
     # a GEMM per group pays only when the groups are wide; depthwise stays on the host
-    return (groups == 1 or (oc // groups >= 4 and icpg * kh * kw >= 8)) and _bias_fits(m, CONV, CONV_ADD)
+    if not ((attrs.groups == 1 or (oc // attrs.groups >= 4 and icpg * kh * kw >= 8)) and _tail_fits(m, CONV)):
+        return False
+    (oh, ow), ocpg = conv.tensor_type.shape[2:], oc // attrs.groups
+    return _big_enough(ocpg * oh * ow * icpg * kh * kw, _unfolds(attrs, kh, kw))
 
 
-def _matmul_ok(m: Match) -> bool:
+def _matmul_ok(m: Match) -> bool | Refused:
     a, b = (x.tensor_type for x in m.call(MATMUL).args)
-    return a.ndim >= 2 and b.ndim >= 2 and _bias_fits(m, MATMUL, MATMUL_ADD)
+    if not (a.ndim >= 2 and b.ndim >= 2 and _tail_fits(m, MATMUL)):
+        return False
+    return _big_enough(a.shape[-2] * a.shape[-1] * b.shape[-1], False)
 
 
 CONV_ENTRY = PatternEntry("blas.conv2d", CONV_PATTERN, _conv_ok)
@@ -77,11 +128,57 @@ PATTERN_TABLE = [CONV_ENTRY, MATMUL_ENTRY]
 
 
 # ---------------------------------------------------------------- RelayToTIR
-def _sgemm(m: int, n: E.ExprLike, k: int, a: E.PrimExpr, b: E.PrimExpr, c: E.PrimExpr,
+def _sgemm(m: E.ExprLike, n: E.ExprLike, k: int, a: E.PrimExpr, b: E.PrimExpr, c: E.PrimExpr,
            ldb: E.ExprLike | None = None, ldc: E.ExprLike | None = None):
     """C (m x n, row stride ldc) = A (m x k) . B (k x n, row stride ldb)."""
     return te.call_extern("cblas_sgemm", ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, a, k, b,
                           n if ldb is None else ldb, 0.0, c, n if ldc is None else ldc)
+
+
+@dataclass(frozen=True)
+class Split:
+    """How threads share one m x n GEMM: `loop` runs over parts of `size` rows of A and C (`by_rows`) or
+    columns of B and C. OpenBLAS packs the operand that is not split once per part, so the longer side
+    is split: columns of a wide product (the weights are packed again per part), rows of a tall one."""
+
+    by_rows: bool
+    size: int
+    total: int  # rows or columns split
+    loop: te.IterVar
+
+    @property
+    def first(self) -> E.PrimExpr:
+        return self.loop.var * self.size
+
+    def width(self) -> E.ExprLike:
+        """This part's rows or columns (the last part may be shorter)."""
+        return E.minimum(self.size, self.total - self.first) if self.total % self.size else self.size
+
+
+def split_gemm(m: int, n: int, k: int, by_rows: bool | None = None) -> Split:
+    """The split of an m x n x k GEMM (by its longer side unless `by_rows` says): a power of two of parts,
+    up to MAX_PARTS, each PART_MIN wide and a whole number of 16-wide panels; one part when the product is
+    too small for threads (PARALLEL_MIN_WORK)."""
+    by_rows = m > n if by_rows is None else by_rows
+    total = m if by_rows else n
+    parts = 1
+    while m * n * k >= PARALLEL_MIN_WORK and parts < MAX_PARTS and total >= 2 * parts * PART_MIN:
+        parts *= 2
+    size = min(total, -(-(-(-total // parts)) // 16) * 16)
+    return Split(by_rows, size, total, te.axis(-(-total // size), "part"))
+
+
+def _split_sgemm(sp: Split, m: int, n: int, k: int, a: E.PrimExpr, b: E.PrimExpr, c: E.PrimExpr,
+                 ldb: int, ldc: int):
+    """`_sgemm` of this iteration's part of the product (a, b, c point at the whole operands)."""
+    if sp.by_rows:
+        return _sgemm(sp.width(), n, k, _moved(a, sp.first * k), b, _moved(c, sp.first * ldc), ldb, ldc)
+    return _sgemm(m, sp.width(), k, a, _moved(b, sp.first), _moved(c, sp.first), ldb, ldc)
+
+
+def _moved(ptr: E.PrimExpr, by: E.PrimExpr) -> E.PrimExpr:
+    assert isinstance(ptr, E.BufferPtr)
+    return E.BufferPtr(ptr.buffer, E.add(ptr.offset, by))
 
 
 def _conv(m: Match, args: list[te.Tensor]) -> te.Tensor:
@@ -92,19 +189,32 @@ def _conv(m: Match, args: list[te.Tensor]) -> te.Tensor:
     ocpg, k_dim = oc // groups, icpg * kh * kw
     b, g = te.axis(data.shape[0], "b"), te.axis(groups, "g")
     w_ptr = lambda buf: te.pointer(buf, g.var * ocpg, 0, 0, 0)  # noqa: E731
-    if kh == kw == 1 and attrs.strides == (1, 1) and not any(attrs.padding):
-        return te.extern(out_shape, [data, weight], lambda ins, out: _sgemm(
-            ocpg, oh * ow, k_dim, w_ptr(ins[1]), te.pointer(ins[0], b.var, g.var * icpg, 0, 0),
-            te.pointer(out, b.var, g.var * ocpg, 0, 0)), "sgemm", loops=[b, g])
-    most = max(1, min(oh, IM2COL_BLOCK_BYTES // (k_dim * ow * 4)))  # output rows per block, at most
+    if not _unfolds(attrs, kh, kw):
+        sp = split_gemm(ocpg, oh * ow, k_dim)
+        return te.extern(out_shape, [data, weight], lambda ins, out: _split_sgemm(
+            sp, ocpg, oh * ow, k_dim, w_ptr(ins[1]), te.pointer(ins[0], b.var, g.var * icpg, 0, 0),
+            te.pointer(out, b.var, g.var * ocpg, 0, 0), oh * ow, oh * ow),
+            "sgemm", loops=[b, g, sp.loop], parallel=sp.loop.extent > 1)
+    # output rows per block, at most: as many as fit IM2COL_BLOCK_BYTES, but BLOCK_MIN_COLUMNS wide
+    most = min(oh, max(IM2COL_BLOCK_BYTES // (k_dim * ow * 4), -(-BLOCK_MIN_COLUMNS // ow)))
     even = -(-oh // -(-oh // most))  # blocks of even height, widened to whole 16-column panels of B if they fit
     rows = next((r for r in range(even, most + 1) if r * ow % 16 == 0), even)
     blk = te.axis(-(-oh // rows), "blk")
     stages = _im2col(data, conv, b.var, g.var, blk.var * rows, rows)
     n_cols = (E.minimum(rows, oh - blk.var * rows) if oh % rows else rows) * ow
-    return te.extern(out_shape, [data, weight, stages[-1]], lambda ins, out: _sgemm(
-        ocpg, n_cols, k_dim, w_ptr(ins[1]), te.pointer(ins[2]), te.pointer(out, b.var, g.var * ocpg, blk.var * rows, 0),
-        ldb=rows * ow, ldc=oh * ow), "sgemm", loops=[b, g, blk], per_iteration=stages)
+    # threads share the blocks; one block (a small image) they share by rows of the weights
+    parallel = blk.extent > 1 and ocpg * oh * ow * k_dim >= PARALLEL_MIN_WORK
+    by_rows = split_gemm(ocpg, oh * ow, k_dim, by_rows=True) if blk.extent == 1 else None
+
+    def product(ins, out):
+        a, col, c = w_ptr(ins[1]), te.pointer(ins[2]), te.pointer(out, b.var, g.var * ocpg, blk.var * rows, 0)
+        sp = by_rows
+        if sp is None or sp.loop.extent == 1:
+            return _sgemm(ocpg, n_cols, k_dim, a, col, c, ldb=rows * ow, ldc=oh * ow)
+        return S.For(sp.loop.var, E.IntImm(sp.loop.extent),
+                     _split_sgemm(sp, ocpg, oh * ow, k_dim, a, col, c, rows * ow, oh * ow), S.ForKind.PARALLEL)
+    return te.extern(out_shape, [data, weight, stages[-1]], product, "sgemm", loops=[b, g, blk],
+                     per_iteration=stages, parallel=parallel)
 
 
 def _im2col(data: te.Tensor, conv: Call, b: E.Var, g: E.Var, first: E.PrimExpr, rows: int) -> list[te.Tensor]:

@@ -11,6 +11,9 @@ objects that matched them, with their types:
     CONV = is_op("nn.conv2d")(wildcard(), wildcard())
     RELU = is_op("nn.relu")(CONV)
     PatternEntry("lib.conv_relu", RELU, lambda m: m[CONV].attrs.groups == 1)
+
+A check may say why it refused: `Refused("too small")` is false, and the
+partition report shows its reason (see transform/declines.py).
 """
 
 from __future__ import annotations
@@ -20,7 +23,18 @@ from dataclasses import dataclass
 
 from .dataflow_pattern import Match, Pattern
 
-Check = Callable[[Match], bool]  # `m[pattern]` is the (typed) expression a part of the pattern matched
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A check's "no", with the reason people see in the partition report."""
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+Check = Callable[[Match], "bool | Refused"]  # `m[pattern]` is the (typed) expression a part of the pattern matched
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ activation after a library call cost no scratch. An extern may run inside
 serial `loops`; its `per_iteration` stages, whose definitions use those
 loops' variables, are computed again in every iteration, so their scratch
 holds one tile (a block of im2col rows) rather than the whole input.
+A `parallel` extern runs the iterations of its loops on all threads; its
+per-iteration scratch is then allocated inside the loop, one per thread.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class ExternOp:
     body: ExternBody
     loops: tuple[IterVar, ...] = ()  # serial loops around `body`, outermost first
     per_iteration: tuple[Tensor, ...] = ()  # stages computed afresh in every iteration of `loops`
+    parallel: bool = False  # the iterations of `loops` are independent: run them on all threads
 
     def inputs(self) -> list[Tensor]:
         return list(self.input_tensors)
@@ -47,18 +50,20 @@ class ExternOp:
 
 def extern(shape: Sequence[int], inputs: Sequence[Tensor], body: ExternBody, name: str = "extern",
            dtype: str = "float32", loops: Sequence[IterVar] = (),
-           per_iteration: Sequence[Tensor] = ()) -> Tensor:
+           per_iteration: Sequence[Tensor] = (), parallel: bool = False) -> Tensor:
     """A tensor of `shape` that `body(input_buffers, output_buffer)` writes.
 
     `body` sees the buffers of `inputs` in order and may use the variables of
     `loops` (see `axis`); `per_iteration` lists the stages (inputs, or stages
     they read) to compute again inside those loops, before each run of `body`.
+    With `parallel`, the iterations (which must write disjoint parts of the
+    output) run on all threads, each with its own per-iteration scratch.
     """
     dt.info(dtype)
     if not all(isinstance(t.op, ComputeOp) for t in per_iteration):
         raise ValueError(f"extern {name}: only compute stages can be computed per iteration")
     return Tensor(ExternOp(name, tuple(int(s) for s in shape), dtype, tuple(inputs), body, tuple(loops),
-                           tuple(per_iteration)))
+                           tuple(per_iteration), parallel))
 
 
 def axis(extent: int, name: str) -> IterVar:

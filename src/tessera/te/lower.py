@@ -22,7 +22,8 @@ Policy, in the order the decisions are made:
    inlined; the chain of elementwise stages that alone read its result (a
    bias add, then an activation) is one materialised stage whose buffer the
    extern writes, updated in place. Its `per_iteration` stages are emitted
-   inside its loops, serially, into one tile-sized buffer each.
+   inside its loops, serially, into one tile-sized buffer each; a parallel
+   extern's loops run on all threads, each with its own such buffers.
 
 A reduction's loops follow its `loop_order`. When reduce axes are innermost
 the value accumulates in a local scalar; when a schedule moves them outward
@@ -150,6 +151,7 @@ class _Lowering:
                 self.consumers.setdefault(id(t.op), []).append(op)
         externs = [op for op in self.stages if isinstance(op, ExternOp)]
         self.per_iteration = {id(t.op) for op in externs for t in op.per_iteration}
+        self.thread_private = {id(t.op) for op in externs if op.parallel for t in op.per_iteration}
         self.in_place: dict[int, ComputeOp] = {}  # extern op id -> the stage whose buffer it writes
         for op in externs:
             tail = self._in_place_tail(op, output_ops)
@@ -288,7 +290,8 @@ class _Lowering:
                 continue
             buf = Buffer(f"{op.name}_buf", op.shape, op.dtype)
             self.buffers[id(op)] = buf
-            allocs.append(buf)
+            if id(op) not in self.thread_private:  # (allocated inside its extern's parallel loop)
+                allocs.append(buf)
         for op_id, tail in self.in_place.items():
             self.buffers[op_id] = self.buffers[id(tail)]
         body_parts: list[S.Stmt] = []
@@ -320,13 +323,22 @@ class _Lowering:
     def _emit_extern(self, op: ExternOp) -> S.Stmt:
         """The extern's body in its loops, after the stages it computes per iteration."""
         staged: list[S.Stmt] = []
+        checked = False
         mine = {id(t.op) for t in op.per_iteration}
         for stage in self.stages:
             if id(stage) in mine:  # producers first
                 assert isinstance(stage, ComputeOp)
-                staged += [*self._checks_before(stage), self._emit_stage(stage, parallel=False)]
+                checks = self._checks_before(stage)
+                checked |= bool(checks)
+                staged += [*checks, self._emit_stage(stage, parallel=False)]
         ins = tuple(self.buffers[id(t.op)] for t in op.input_tensors)
-        return loop_nest(op.loops, S.seq(*staged, op.body(ins, self.buffers[id(op)])))
+        body = S.seq(*staged, op.body(ins, self.buffers[id(op)]))
+        if not op.parallel:
+            return loop_nest(op.loops, body)
+        for t in reversed(op.per_iteration):  # each thread's own scratch, declared in the loop body
+            body = S.Allocate(self.buffers[id(t.op)], body)
+        # (a failed check returns, which it may not from inside a parallel loop)
+        return loop_nest(op.loops, body) if checked else _parallel_outer(loop_nest(op.loops, body), PARALLEL_MIN_WORK)
 
     def _carried_checks(self, op: ComputeOp) -> list[Check]:
         """Checks of `op` and of the inlined stages its expansion pulls in, producers' first."""

@@ -25,7 +25,7 @@ from ..relay.dataflow_pattern import (
 )
 from ..relay.expr import Call, Constant, Expr, FuncAttrs, Function, Tuple, TupleGetItem, Var, children
 from ..relay.module import IRModule
-from ..relay.pattern_table import PatternEntry, as_entries
+from ..relay.pattern_table import PatternEntry, Refused, as_entries
 from ..op.annotation import OnTargetAttrs, on_target, on_target_op
 from ..relay.visitor import post_order, rebuild, rewrite, substitute
 from .declines import Declined, Refusal, callable_name, note, op_calls, with_declined
@@ -103,9 +103,11 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
                 notes += note(target, op_calls(inside), Refusal.SHARED_VALUE,
                               f"pattern {entry.name} matched, but a value inside the match is also read outside it")
                 continue
-            if entry.check is not None and not entry.check(match):
-                notes += note(target, op_calls(inside), Refusal.CHECK,
-                              f"pattern {entry.name}: its check {callable_name(entry.check)} refused the match")
+            verdict = True if entry.check is None else entry.check(match)
+            if not verdict and entry.check is not None:
+                why = (verdict.reason if isinstance(verdict, Refused)
+                       else f"its check {callable_name(entry.check)} refused the match")
+                notes += note(target, op_calls(inside), Refusal.CHECK, f"pattern {entry.name}: {why}")
                 continue
             composite = _composite_function(node, inside, inputs, entry.name)
             claimed |= {id(e) for e in inside}
