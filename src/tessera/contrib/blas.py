@@ -38,7 +38,7 @@ from ..target.hooks import RELAY_TO_TIR, TIR_TO_RUNTIME
 from ..target.kind import TargetKind
 from ..target.tags import register_tag
 from ..target.target import Target
-from ..te.lower import PARALLEL_MIN_WORK
+from ..te.parallel import PARALLEL_MIN_WORK
 from ..tir import expr as E
 from ..tir import stmt as S
 

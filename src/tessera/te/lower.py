@@ -48,7 +48,7 @@ from ..tir.functor import map_expr, substitute, walk_expr
 from ..tir.simplify import simplify_index
 from .extern import ExternOp, loop_nest
 from .loop_shapes import merge_contiguous_axes, split_innermost
-from .parallel import parallel_outer, stage_work
+from .parallel import PARALLEL_MIN_WORK, parallel_outer, stage_work
 from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor, producer_of
 
 Stage = ComputeOp | ExternOp
@@ -338,7 +338,7 @@ class _Lowering:
         for t in reversed(op.per_iteration):  # each thread's own scratch, declared in the loop body
             body = S.Allocate(self.buffers[id(t.op)], body)
         # (a failed check returns, which it may not from inside a parallel loop)
-        return loop_nest(op.loops, body) if checked else _parallel_outer(loop_nest(op.loops, body), PARALLEL_MIN_WORK)
+        return loop_nest(op.loops, body) if checked else parallel_outer(loop_nest(op.loops, body), PARALLEL_MIN_WORK)
 
     def _carried_checks(self, op: ComputeOp) -> list[Check]:
         """Checks of `op` and of the inlined stages its expansion pulls in, producers' first."""
