@@ -147,18 +147,28 @@ def test_overlapping_inputs_keep_restrict_but_an_output_over_an_input_does_not()
         {kernel: frozenset({1, func.num_inputs})}
 
 
-@pytest.mark.parametrize("name", ["mobilenet_v2_block", "efficientnet_block"])
-def test_tail_blocks_keep_every_restrict_promise_and_match_onnxruntime(name):
-    from tessera.frontend import from_onnx
-    from tessera.testing import tail_blocks
-    from tessera.testing.models import data_input, ort_session, seeded_input
+def _benchmark_model(name: str):
+    from tessera.testing import mlperf_tiny, tail_blocks
+    from tessera.testing.models import data_input, seeded_input
 
+    if name in mlperf_tiny.MODELS:
+        model = mlperf_tiny.build(name)
+        return model, data_input(model)[0], mlperf_tiny.sample_input(name)
     model = tail_blocks.BLOCKS[name]()
     input_name, shape = data_input(model)
-    x = seeded_input(shape, seed=1)
+    return model, input_name, seeded_input(shape, seed=1)
+
+
+# the planes copy of a convolution shares bytes with a later stage of its kernel in all three
+@pytest.mark.parametrize("name", ["mobilenet_v2_block", "efficientnet_block", "vww_mobilenet"])
+def test_models_keep_every_restrict_promise_and_match_onnxruntime(name):
+    from tessera.frontend import from_onnx
+    from tessera.testing.models import ort_session
+
+    model, input_name, x = _benchmark_model(name)
     mod, params = from_onnx(model)
     lib = tessera.build(mod, params=params)
     pairs, kept = check_restrict_promises(lib)
-    assert pairs >= 1 and kept >= 1  # the planes copy shares bytes with a later stage there
+    assert pairs >= 1 and kept >= 1
     want = ort_session(model).run(None, {input_name: x})[0]
     np.testing.assert_allclose(lib(x)[0], want, rtol=1e-4, atol=1e-4)
