@@ -132,9 +132,37 @@ ERF_SOURCE = f"""static inline float ts_erf_float32(float x) {{
   return ts_blend_float32(a < 1.0f, small, v.f);
 }}"""
 
+# 1 + e^x, the denominator of every sigmoid (sigmoid, SiLU, Swish): the argument is clamped to
+# [-80, 89], where 1 + e^-80 already rounds to 1 and e^89 overflows, so the scale is one normal
+# float 2^(n-1), read off the rounding sum's low bits, times 2p (exp needs two halves and a
+# conversion for its subnormal results); about a third fewer vector instructions than 1 + exp.
+ONE_PLUS_EXP_SOURCE = f"""static inline float ts_one_plus_exp_float32(float x) {{
+  {UNION} v;
+  v.f = x;
+  uint32_t magnitude = v.u & 0x7fffffffu;
+  /* |x| clamped to 89, or to 80 when x < 0 (NaN is clamped too, and put back last) */
+  uint32_t limit = 0x42b20000u - ((0u - (v.u >> 31)) & 0x00120000u);
+  v.u = (v.u & 0x80000000u) | (magnitude < limit ? magnitude : limit);
+  float xc = v.f;
+  /* n = round(x / ln2): adding 1.5 * 2^23 rounds to an integer, which the low bits of t hold */
+  {UNION} t;
+  t.f = xc * 1.44269504f + 12582912.0f;
+  float n = t.f - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.0f + (r + r * r * ({_horner(EXP, "r")}));
+  /* 2^(n-1) for n in [-115, 128]: the exponent field n + 126 from t's low 9 bits */
+  {UNION} s;
+  s.u = (t.u + 126u) << 23;
+  v.f = 1.0f + (p + p) * s.f;
+  v.u |= (magnitude > 0x7f800000u) ? 0x7fc00000u : 0u;  /* NaN in, NaN out */
+  return v.f;
+}}"""
+
 # each source defines ts_<kind>_float32 (c_helpers.helper_name); dependencies first
-SOURCES = {"blend": BLEND, "exp": EXP_SOURCE, "tanh": TANH_SOURCE, "erf": ERF_SOURCE}
+SOURCES = {"blend": BLEND, "exp": EXP_SOURCE, "tanh": TANH_SOURCE, "erf": ERF_SOURCE,
+           "one_plus_exp": ONE_PLUS_EXP_SOURCE}
 # the Intrinsic values whose float32 calls go to these helpers instead of libm
 INTRINSICS = ("exp", "tanh", "erf")
 # helpers a helper calls, declared before it
-DEPENDS = {"blend": (), "exp": (), "tanh": ("exp", "blend"), "erf": ("exp", "blend")}
+DEPENDS = {"blend": (), "exp": (), "tanh": ("exp", "blend"), "erf": ("exp", "blend"), "one_plus_exp": ()}
