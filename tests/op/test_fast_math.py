@@ -165,3 +165,21 @@ def test_sigmoid_kernels_call_one_plus_exp(target: str) -> None:
     for source in ("\n".join(lib.c_sources.values()), block.c_sources["kernels_0.c"]):
         assert "ts_one_plus_exp_float32(" in source
         assert not re.search(r"\b(expf|ts_exp_float32)\(", source)
+
+
+def test_one_plus_exp_itself_meets_the_exp_bound(sweep: np.ndarray) -> None:
+    """1 + exp(x) as the kernels compute it (one helper): relative error <= 2.5e-7, +inf exactly where e^x
+    overflows float32, 1 at -inf, NaN for NaN."""
+    got = _run(lambda v: ew.add(relay.const(np.float32(1.0)), ew.exp(v)), sweep).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = 1 + np.exp(sweep.astype(np.float64))
+        ref32 = ref.astype(np.float32).astype(np.float64)
+    finite = np.isfinite(ref32)
+    rel = np.abs(got[finite] - ref[finite]) / ref[finite]
+    worst = int(np.argmax(rel))
+    assert rel[worst] <= REL_BOUND, f"1 + exp({sweep[finite][worst]!r}): relative error {rel[worst]:.3g}"
+    np.testing.assert_array_equal(got[~finite], ref32[~finite])
+    assert _run(lambda v: ew.add(ew.exp(v), relay.const(np.float32(1.0))), np.array([-np.inf], np.float32))[0] == 1.0
+    x = relay.Var("x", relay.TensorType((64,), "float32"))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((x,), ew.add(relay.const(np.float32(1.0)), ew.exp(x)))))
+    assert "ts_one_plus_exp_float32(" in "\n".join(lib.c_sources.values())  # the sweep above ran the helper

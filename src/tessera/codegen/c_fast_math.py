@@ -23,7 +23,15 @@ tanh        2.5e-7 (measured 1.3e-7)            odd; tanh(+-0) = +-0, NaN stays
                                                 NaN, +-1 from |x| > 9.02
 erf         2.5e-7 (measured 1.7e-7)            odd; erf(+-0) = +-0, NaN stays
                                                 NaN, +-1 from |x| > 4
+1 + exp     2.5e-7 (measured 1.2e-7)            1 + exp(-inf) = 1, +inf past 88.72,
+                                                NaN stays NaN
 ==========  ==================================  ==================================
+
+`1 + exp(y)` (in float32 TIR, either order) is one helper, ts_one_plus_exp_float32
+(c_source picks it): the denominator of sigmoid and SiLU, about a third fewer
+vector instructions than 1 + ts_exp_float32 (see ONE_PLUS_EXP_SOURCE).
+Through it sigmoid's measured error is 1.3e-7, SiLU's (x / (1 + e^-x)) as
+small, down to x = -88.72, below which both are 0 as with libm's expf.
 
 Near zero the relative bound holds too (tanh and erf use odd polynomials
 there, exact at 0), so no separate absolute bound is needed except for
