@@ -19,7 +19,7 @@ exp         2.5e-7 (measured 7.9e-8)            exp(NaN) = NaN, exp(+inf) = +inf
                                                 exp(-inf) = 0, overflow to +inf past
                                                 88.72; results below FLT_MIN are
                                                 within 1.5e-45 (one subnormal step)
-tanh        2.5e-7 (measured 1.3e-7)            odd; tanh(+-0) = +-0, NaN stays
+tanh        2.5e-7 (measured 1.4e-7)            odd; tanh(+-0) = +-0, NaN stays
                                                 NaN, +-1 from |x| > 9.02
 erf         2.5e-7 (measured 1.7e-7)            odd; erf(+-0) = +-0, NaN stays
                                                 NaN, +-1 from |x| > 4
@@ -42,8 +42,8 @@ How: exp reduces x = n ln2 + r with |r| <= ln2/2 (Cody and Waite's split
 ln2), evaluates a degree-6 polynomial for e^r and scales by 2^n built from
 its exponent bits, in two halves so that subnormal results and the largest
 finite ones need no special case. tanh is an odd polynomial for |x| < 0.625
-and 1 - 2 / (e^(2|x|) + 1) above. erf is an odd polynomial for |x| < 1 and
-1 - e^(-x^2) R(1/|x|) for 1 <= |x| <= 4. The polynomials are least-maximum
+and 1 - 2 / (1 + e^(2|x|)) above (the 1 + exp helper). erf is an odd
+polynomial for |x| < 1 and 1 - e^(-x^2) R(1/|x|) for 1 <= |x| <= 4. The polynomials are least-maximum
 relative error fits (Lawson's iteration) made for this module.
 The round-to-nearest trick for n needs the default rounding mode, which
 generated code never changes.
@@ -118,34 +118,6 @@ EXP_SOURCE = f"""static inline float ts_exp_float32(float x) {{
   return v.f;
 }}"""
 
-TANH_SOURCE = f"""static inline float ts_tanh_float32(float x) {{
-  float a = fabsf(x);
-  float a2 = a * a;
-  float small = a + a * a2 * ({_horner(TANH, "a2")});
-  /* rounds to 1 from |x| = 9.02 on; e is +inf from |x| = 52, and NaN for NaN */
-  float e = ts_exp_float32(2.0f * a);
-  float big = 1.0f - 2.0f / (e + 1.0f);
-  return copysignf(ts_blend_float32(a < 0.625f, small, big), x);
-}}"""
-
-ERF_SOURCE = f"""static inline float ts_erf_float32(float x) {{
-  float a = fabsf(x);
-  float x2 = x * x;
-  float small = x * ({_horner(ERF, "x2")});
-  /* t = |x| clamped to the fit's [1, 4] (1 - erfc rounds to 1 from 4 on) */
-  {UNION} v;
-  v.f = a;
-  uint32_t nan = v.u > 0x7f800000u ? 0x7fc00000u : 0u;
-  v.u = v.u < 0x40800000u ? v.u : 0x40800000u;
-  v.u = v.u > 0x3f800000u ? v.u : 0x3f800000u;
-  float t = v.f;
-  float u = 1.0f / t;
-  float tail = ts_exp_float32(-(t * t)) * ({_horner(ERFC, "u")});
-  v.f = copysignf(1.0f - tail, x);
-  v.u |= nan;  /* NaN in, NaN out */
-  return ts_blend_float32(a < 1.0f, small, v.f);
-}}"""
-
 # 1 + e^x, the denominator of every sigmoid (sigmoid, SiLU, Swish): the argument is clamped to
 # [-80, 89], where 1 + e^-80 already rounds to 1 and e^89 overflows, so the scale is one normal
 # float 2^(n-1), read off the rounding sum's low bits, times 2 e^r (exp needs two halves and a
@@ -174,10 +146,37 @@ ONE_PLUS_EXP_SOURCE = f"""static inline float ts_one_plus_exp_float32(float x) {
   return v.f;
 }}"""
 
+TANH_SOURCE = f"""static inline float ts_tanh_float32(float x) {{
+  float a = fabsf(x);
+  float a2 = a * a;
+  float small = a + a * a2 * ({_horner(TANH, "a2")});
+  /* rounds to 1 from |x| = 9.02 on; e^(2|x|) + 1 is +inf from |x| = 44.4, and NaN for NaN */
+  float big = 1.0f - 2.0f / ts_one_plus_exp_float32(2.0f * a);
+  return copysignf(ts_blend_float32(a < 0.625f, small, big), x);
+}}"""
+
+ERF_SOURCE = f"""static inline float ts_erf_float32(float x) {{
+  float a = fabsf(x);
+  float x2 = x * x;
+  float small = x * ({_horner(ERF, "x2")});
+  /* t = |x| clamped to the fit's [1, 4] (1 - erfc rounds to 1 from 4 on) */
+  {UNION} v;
+  v.f = a;
+  uint32_t nan = v.u > 0x7f800000u ? 0x7fc00000u : 0u;
+  v.u = v.u < 0x40800000u ? v.u : 0x40800000u;
+  v.u = v.u > 0x3f800000u ? v.u : 0x3f800000u;
+  float t = v.f;
+  float u = 1.0f / t;
+  float tail = ts_exp_float32(-(t * t)) * ({_horner(ERFC, "u")});
+  v.f = copysignf(1.0f - tail, x);
+  v.u |= nan;  /* NaN in, NaN out */
+  return ts_blend_float32(a < 1.0f, small, v.f);
+}}"""
+
 # each source defines ts_<kind>_float32 (c_helpers.helper_name); dependencies first
-SOURCES = {"blend": BLEND, "exp": EXP_SOURCE, "tanh": TANH_SOURCE, "erf": ERF_SOURCE,
-           "one_plus_exp": ONE_PLUS_EXP_SOURCE}
+SOURCES = {"blend": BLEND, "exp": EXP_SOURCE, "one_plus_exp": ONE_PLUS_EXP_SOURCE, "tanh": TANH_SOURCE,
+           "erf": ERF_SOURCE}
 # the Intrinsic values whose float32 calls go to these helpers instead of libm
 INTRINSICS = ("exp", "tanh", "erf")
 # helpers a helper calls, declared before it
-DEPENDS = {"blend": (), "exp": (), "tanh": ("exp", "blend"), "erf": ("exp", "blend"), "one_plus_exp": ()}
+DEPENDS = {"blend": (), "exp": (), "one_plus_exp": (), "tanh": ("one_plus_exp", "blend"), "erf": ("exp", "blend")}
