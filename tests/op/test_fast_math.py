@@ -1,4 +1,4 @@
-"""The polynomial float32 exp, tanh and erf of generated kernels (codegen/c_fast_math.py)
+"""The polynomial float32 exp, tanh, erf and 1 + exp (sigmoid, SiLU) of generated kernels (codegen/c_fast_math.py)
 against float64 NumPy over a dense sweep of float32 inputs: the bounds its docstring
 states, the special values, and the vector code gcc makes of them."""
 
@@ -15,7 +15,9 @@ import pytest
 import tessera
 from tessera import relay
 from tessera.codegen import c_fast_math
+from tessera.frontend.onnx import from_onnx
 from tessera.op import elemwise as ew
+from tessera.testing import tail_blocks
 
 REL_BOUND = 2.5e-7  # the docstring's max relative error, for results of normal magnitude
 SUBNORMAL_BOUND = 1.5e-45  # one subnormal step, where the result itself is subnormal
@@ -87,7 +89,8 @@ def test_kernels_call_the_helpers_not_libm() -> None:
     for kind in ("exp", "tanh", "erf"):
         assert f"ts_{kind}_float32(" in source
     # helpers come before their callers
-    assert source.index("float ts_exp_float32(") < source.index("float ts_tanh_float32(")
+    assert source.index("float ts_exp_float32(") < source.index("float ts_erf_float32(")
+    assert source.index("float ts_one_plus_exp_float32(") < source.index("float ts_tanh_float32(")
 
 
 @pytest.mark.parametrize("march", ["x86-64-v3", "x86-64-v4"])
@@ -96,7 +99,7 @@ def test_gcc_vectorises_loops_of_the_helpers(march: str, tmp_path) -> None:
     loops = "\n".join(
         f"void run_{k}(const float* restrict x, float* restrict y, int n) "
         f"{{ for (int i = 0; i < n; ++i) y[i] = ts_{k}_float32(x[i]); }}"
-        for k in c_fast_math.INTRINSICS)
+        for k in (*c_fast_math.INTRINSICS, "one_plus_exp"))
     src = tmp_path / "fast_math.c"
     src.write_text("#include <math.h>\n#include <stdint.h>\n" + "\n".join(c_fast_math.SOURCES.values())
                    + "\n" + loops + "\n")
@@ -107,3 +110,77 @@ def test_gcc_vectorises_loops_of_the_helpers(march: str, tmp_path) -> None:
     first = src.read_text().count("\n") + 1 - lines
     vectorised = {int(m) for m in re.findall(r"fast_math\.c:(\d+):\d+: optimized: loop vectorized", result.stderr)}
     assert vectorised >= set(range(first, first + lines)), result.stderr
+
+
+# ---------------------------------------------- 1 + exp(y): sigmoid and SiLU (ts_one_plus_exp_float32)
+SIGMOIDS: dict[str, tuple[Callable[[relay.Expr], relay.Expr], Callable[[np.ndarray], np.ndarray]]] = {
+    "sigmoid": (ew.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
+    "silu": (ew.silu, lambda x: x / (1 + np.exp(-x))),
+}
+OVERFLOW = 88.72  # e^-x overflows float32 below x = -88.72: sigmoid and SiLU are then 0 (-0 for SiLU)
+
+
+@pytest.mark.parametrize("name", sorted(SIGMOIDS))
+def test_sigmoids_through_one_plus_exp_meet_the_exp_bound(name: str, sweep: np.ndarray) -> None:
+    """Max relative error 2.5e-7 (REL_BOUND) wherever e^-x is finite; below -88.72 the results, all under
+    3e-37 in magnitude, are 0, as they were with 1 / (1 + exp(-x)) and are in onnxruntime."""
+    op, reference = SIGMOIDS[name]
+    got = _run(op, sweep).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = reference(sweep.astype(np.float64))
+        ref32 = ref.astype(np.float32).astype(np.float64)
+    finite_exp = sweep > -OVERFLOW
+    normal = finite_exp & np.isfinite(ref32) & (np.abs(ref32) >= TINY)
+    rel = np.abs(got[normal] - ref[normal]) / np.abs(ref[normal])
+    worst = int(np.argmax(rel))
+    assert rel[worst] <= REL_BOUND, f"{name}({sweep[normal][worst]!r}): relative error {rel[worst]:.3g}"
+    subnormal = finite_exp & np.isfinite(ref32) & (np.abs(ref32) < TINY)
+    assert np.all(np.abs(got[subnormal] - ref[subnormal]) <= SUBNORMAL_BOUND)
+    below = (sweep <= -OVERFLOW) & ~np.isinf(sweep)
+    assert np.all(got[below] == 0.0) and np.all(np.abs(ref[below]) < 3e-37)
+
+
+def test_sigmoid_and_silu_special_values() -> None:
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 100.0, -200.0, 80.5, -80.5], np.float32)
+    e80 = np.exp(np.float64(-80.5))
+    expected = {
+        "sigmoid": [0.5, 0.5, 1.0, 0.0, np.nan, 1.0, 0.0, 1.0, e80],
+        "silu": [0.0, -0.0, np.inf, np.nan, np.nan, 100.0, -0.0, 80.5, -80.5 * e80],
+    }
+    for name, (op, _) in SIGMOIDS.items():
+        got = _run(op, x)
+        want = np.array(expected[name], np.float32)
+        np.testing.assert_allclose(got, want, rtol=REL_BOUND, atol=0, equal_nan=True, err_msg=name)
+        np.testing.assert_array_equal(np.signbit(got[:2]), np.signbit(want[:2]))
+
+
+@pytest.mark.parametrize("target", ["c -mcpu=x86-64-v3", "c -mcpu=x86-64-v4"])
+def test_sigmoid_kernels_call_one_plus_exp(target: str) -> None:
+    """Sigmoid, SiLU and the efficientnet block's fused SiLU epilogues use the one helper at either ISA
+    level (built, not run: the source is what is checked)."""
+    x = relay.Var("x", relay.TensorType((64,), "float32"))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((x,), ew.add(ew.sigmoid(x), ew.silu(x)))),
+                        target=target)
+    mod, params = from_onnx(tail_blocks.efficientnet_block(channels=8, expand=3, size=10))
+    block = tessera.build(mod, target=target, params=params)
+    for source in ("\n".join(lib.c_sources.values()), block.c_sources["kernels_0.c"]):
+        assert "ts_one_plus_exp_float32(" in source
+        assert not re.search(r"\b(expf|ts_exp_float32)\(", source)
+
+
+def test_one_plus_exp_itself_meets_the_exp_bound(sweep: np.ndarray) -> None:
+    """1 + exp(x) as the kernels compute it (one helper): relative error <= 2.5e-7, +inf exactly where e^x
+    overflows float32, 1 at -inf, NaN for NaN."""
+    got = _run(lambda v: ew.add(relay.const(np.float32(1.0)), ew.exp(v)), sweep).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = 1 + np.exp(sweep.astype(np.float64))
+        ref32 = ref.astype(np.float32).astype(np.float64)
+    finite = np.isfinite(ref32)
+    rel = np.abs(got[finite] - ref[finite]) / ref[finite]
+    worst = int(np.argmax(rel))
+    assert rel[worst] <= REL_BOUND, f"1 + exp({sweep[finite][worst]!r}): relative error {rel[worst]:.3g}"
+    np.testing.assert_array_equal(got[~finite], ref32[~finite])
+    assert _run(lambda v: ew.add(ew.exp(v), relay.const(np.float32(1.0))), np.array([-np.inf], np.float32))[0] == 1.0
+    x = relay.Var("x", relay.TensorType((64,), "float32"))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((x,), ew.add(relay.const(np.float32(1.0)), ew.exp(x)))))
+    assert "ts_one_plus_exp_float32(" in "\n".join(lib.c_sources.values())  # the sweep above ran the helper

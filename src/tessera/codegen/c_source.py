@@ -500,6 +500,9 @@ class _FunctionWriter:
 
     @_EXPRS.register(E.BinaryOp)
     def _binary(self, e: E.BinaryOp) -> str:
+        exponent = _one_plus_exp_argument(e)
+        if exponent is not None:  # a sigmoid's denominator, in one helper cheaper than 1 + exp
+            return f"{self._fast_math_helper('one_plus_exp')}({self.expr(exponent)})"
         a, b = self.expr(e.a), self.expr(e.b)
         d = e.a.dtype
         if dt.is_storage_only(d):  # uint16_t bits: C arithmetic on them would be silently wrong
@@ -634,6 +637,17 @@ class _FunctionWriter:
             raise CompileError(f"C codegen: dot_int8 takes buffer pointers, got {type(p).__name__}")
         root = p.buffer.root
         return f"&{self.ns.name_of(root, root.name)}[{self.expr(p.offset)}]"
+
+
+def _one_plus_exp_argument(e: E.BinaryOp) -> E.PrimExpr | None:
+    """y when `e` is the float32 sum 1 + exp(y) (either order), which c_fast_math computes in one helper."""
+    if e.op is not E.BinOp.ADD or e.dtype != "float32":
+        return None
+    for one, exp in ((e.a, e.b), (e.b, e.a)):
+        if (isinstance(one, E.FloatImm) and one.value == 1.0 and isinstance(exp, E.Call)
+                and exp.func is E.Intrinsic.EXP and exp.args[0].dtype == "float32"):
+            return exp.args[0]
+    return None
 
 
 def _int8_saturated(e: E.BinaryOp) -> E.PrimExpr | None:
