@@ -36,8 +36,8 @@ from .gemm import KERNELS_BY_LANES, MIN_ROWS, GemmKernel, pack_a_panels, unpack_
 from ..schedule_context import ScheduleContext
 
 WORKLOAD_OP = "conv2d_gemm"  # the operator named in tuning logs
-# Fewer output positions (a 12x12 map or smaller) keep the planar schedule: the microkernel packs the
-# weights on every call, a cost the product amortises only over enough columns (VWW's 6x6 and 3x3
+# Fewer output positions (a 12x12 map or smaller) keep the planar schedule: the microkernel packs
+# non-constant weights on every call, a cost the product amortises only over enough columns (VWW's 6x6 and 3x3
 # pointwise convolutions ran 1.4-1.7x slower as GEMM calls; 12x12 broke even, 24x24 won).
 MIN_POSITIONS = 128
 # Deep reductions keep it too: the planar schedule's extra passes (planes, tile copy) cost about
@@ -47,7 +47,12 @@ MIN_POSITIONS = 128
 MAX_DEPTH = 128
 MAX_DEPTH_LARGE_MAPS = 256
 LARGE_MAP = 1024  # output positions
-# The same limits for weights packed at compile time (`prepacked_pointwise_kernel`).
+# Limits for weights packed at compile time (`prepacked_pointwise_kernel`): the same. Prepacking made the
+# GEMM calls 2-5% faster where they already ran, and 8-36% faster than the calls packing the weights on
+# ResNet-50's 512-2048-channel convolutions, but those then only matched the planar schedule (1.02-1.05x
+# its time; the microkernel still packs the input and re-reads C per K block). On small maps 7x7 broke
+# even, 6x6 ran 1.16-1.22x slower (36 columns fill two 32-wide panels), 3x3 0.88-0.91x: no monotone
+# rule, so no relaxation (AMD EPYC Zen 4, AVX-512, one thread, alternating runs of each shape).
 PREPACKED_MIN_POSITIONS = MIN_POSITIONS
 PREPACKED_MAX_DEPTH = MAX_DEPTH
 PREPACKED_MAX_DEPTH_LARGE_MAPS = MAX_DEPTH_LARGE_MAPS
