@@ -25,7 +25,9 @@ pass (`tessera.transform.pack_gemm_weights`) stores it as `pack_b_panels`
 lays it out, every micro-panel k x NR and contiguous, and the product
 becomes `nn.matmul_prepacked`, whose kernel calls
 `ts_sgemm_<MR>x<NR>_prepacked`: the driver then reads B's micro-panels where
-they lie and packs only A.
+they lie and packs only A. A pointwise convolution's constant weight is its
+A operand: packed by `pack_a_panels` into `nn.conv2d_pointwise_prepacked`,
+it is read by `ts_sgemm_<MR>x<NR>_prepacked_a`, which packs only B.
 
 Outputs leave the microkernel as plain stores into the matmul's buffer, so a
 fused epilogue (bias, activation) runs after it as the extern's in-place
