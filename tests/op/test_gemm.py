@@ -17,7 +17,7 @@ from tessera.codegen.c_gemm import HEADERS, entry_source, gemm_source
 from tessera.op import elemwise, elemwise_activation, transform
 from tessera.op.nn import matmul
 from tessera.op.nn.gemm import (KC_MAX, KERNELS_BY_LANES, L1_PANEL_BYTES, L2_BLOCK_BYTES, GemmKernel, choose_kernel,
-                                pack_b_panels, unpack_b_panels)
+                                pack_a_panels, pack_b_panels, unpack_b_panels)
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
 from tessera.target.simd import missing_level_features
@@ -35,6 +35,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t
           int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) { SYM(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc); }
 void gemm_prepacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
                     const float* bp, float* c, int64_t ldc) { SYM_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc); }
+void gemm_prepacked_a(int64_t m, int64_t n, int64_t k, const float* ap, const float* b, int64_t b_rs, int64_t b_cs,
+                      float* c, int64_t ldc) { SYM_prepacked_a(m, n, k, ap, b, b_rs, b_cs, c, ldc); }
 void pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, float* pa) {
   SYM_pack_a(mv, kc, a, a_rs, a_cs, pa); }
 void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, float* pb) {
@@ -53,7 +55,7 @@ def require_level(level: str) -> None:
 def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -> ctypes.CDLL:
     if branch != "plain":
         require_level(BRANCHES[branch])
-    entries = "\n".join(entry_source(g, prepacked) for prepacked in (False, True))
+    entries = "\n".join(entry_source(g, e) for e in (g.symbol, g.prepacked_symbol, g.prepacked_a_symbol))
     source = "#include <stdint.h>\n" + HEADERS + "\n" + gemm_source(g) + "\n" + entries + WRAPPERS.replace("SYM", g.symbol)
     if openmp:
         source += "void set_threads(int n) { omp_set_num_threads(n); }\n"
@@ -66,6 +68,7 @@ def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.gemm.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64]
     lib.gemm_prepacked.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, i64]
+    lib.gemm_prepacked_a.argtypes = [i64, i64, i64, ptr, ptr, i64, i64, ptr, i64]
     lib.pack_a.argtypes = lib.pack_b.argtypes = [i64, i64, ptr, i64, i64, ptr]
     return lib
 
@@ -115,6 +118,47 @@ def test_prepacked_entry_reads_b_from_compile_time_panels(kernel, branch, tmp_pa
         got = np.zeros((m, n), np.float32)
         lib.gemm_prepacked(m, n, k, addr(at), 1, m, addr(bp), addr(got), n)
         np.testing.assert_array_equal(got, want[:, :n], err_msg=f"A transposed {(m, n, k)}")
+
+
+@pytest.mark.parametrize("branch", BRANCHES)
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)
+def test_prepacked_a_entry_reads_a_from_compile_time_panels(kernel, branch, tmp_path):
+    """`<symbol>_prepacked_a` on `pack_a_panels(A, MR)` computes what `<symbol>` computes on A, bit for bit,
+    for B plain and transposed (a pointwise convolution's weights are A; its input channels are B)."""
+    lib = compile_kernel(kernel, branch, tmp_path)
+    rng = np.random.default_rng(7)
+    for m, n, k in SHAPES:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        ap = pack_a_panels(a, kernel.mr)
+        want = np.full((m, n + 3), np.nan, np.float32)
+        lib.gemm(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(want), n + 3)
+        got = np.full((m, n + 3), np.nan, np.float32)
+        lib.gemm_prepacked_a(m, n, k, addr(ap), addr(b), n, 1, addr(got), n + 3)
+        np.testing.assert_array_equal(got, want, err_msg=f"{(m, n, k)}")
+        bt = np.ascontiguousarray(b.T)
+        got = np.zeros((m, n), np.float32)
+        lib.gemm_prepacked_a(m, n, k, addr(ap), addr(bt), 1, k, addr(got), n)
+        np.testing.assert_array_equal(got, want[:, :n], err_msg=f"B transposed {(m, n, k)}")
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)
+def test_compile_time_a_panels_equal_the_run_time_packing(kernel, tmp_path):
+    """pack_a_panels(A, MR)[i, p0:p0 + kc] is exactly what `_pack_a` packs at run time for micro-panel i and
+    K block p0 (zero past the last row)."""
+    lib = compile_kernel(kernel, "plain", tmp_path)
+    mr = kernel.mr
+    rng = np.random.default_rng(8)
+    for m, k in [(mr, 7), (2 * mr + 3, kernel.kc + 5), (1, 3)]:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        ap = pack_a_panels(a, mr)
+        assert ap.shape == (-(-m // mr), k, mr) and ap.flags.c_contiguous
+        for i in range(ap.shape[0]):
+            for p0 in range(0, k, kernel.kc):
+                kc = min(kernel.kc, k - p0)
+                pa = np.full(kc * mr, np.nan, np.float32)
+                lib.pack_a(min(mr, m - i * mr), kc, addr(a[i * mr:, p0:]), k, 1, addr(pa))
+                np.testing.assert_array_equal(pa.reshape(kc, mr), ap[i, p0:p0 + kc], err_msg=f"{(m, k, i, p0)}")
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)

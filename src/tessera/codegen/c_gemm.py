@@ -107,10 +107,10 @@ static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_
 
 
 def driver_source(g: GemmKernel) -> str:
-    """`<symbol>_run(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, bp, c, ldc)`: the blocked loops around packing
-    and tiles. B is read through its strides and packed here, or, when `bp` is not null, read from `bp`:
-    B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant packed at compile time),
-    so no B packing runs at all.
+    """`<symbol>_run(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, bp, c, ldc)`: the blocked loops around
+    packing and tiles. B is read through its strides and packed here, or, when `bp` is not null, read from
+    `bp`: B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant packed at compile
+    time), so no B packing runs at all. Likewise A from `ap` when it is not null (`pack_a_panels`).
 
     Threads split the columns of C, one contiguous share of micro-panels each, and run the whole blocked
     product on their share (each packs its own A block): one fork and one join per call, no barrier
@@ -119,8 +119,8 @@ def driver_source(g: GemmKernel) -> str:
     L2 (A is packed again per block: m x k against m x n x k multiply-adds)."""
     s = g.symbol
     return f"""static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* b, int64_t b_rs, int64_t b_cs, const float* bp, float* c, int64_t ldc, int64_t j_first,
-    int64_t j_end) {{
+    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const float* bp, float* c, int64_t ldc,
+    int64_t j_first, int64_t j_end) {{
   enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, CB = {C_BLOCK_BYTES} }};
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
   float pb[KC * NR] __attribute__((aligned(64)));  /* one micro-panel of B, L1-resident across the rows */
@@ -136,22 +136,26 @@ def driver_source(g: GemmKernel) -> str:
       const int64_t kc = k - p0 < KC ? k - p0 : KC;
       for (int64_t i0 = 0; i0 < m; i0 += mstep) {{
         const int64_t mc = m - i0 < mstep ? m - i0 : mstep;
-        for (int64_t ir = 0; ir < mc; ir += MR)
-          {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
+        if (!ap)
+          for (int64_t ir = 0; ir < mc; ir += MR)
+            {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
+        /* prepacked: micro-panel (i0 + ir) / MR is k x MR floats, its rows p0.. a contiguous KC x MR block */
+        const float* apanels = ap ? ap + i0 * k + p0 * MR : pa;
+        const int64_t astep = ap ? k : kc;
         for (int64_t j0 = jc; j0 < jc_end; j0 += NR) {{
           const int64_t nv = n - j0 < NR ? n - j0 : NR;
           /* prepacked: micro-panel j0 / NR is k x NR floats, its rows p0.. a contiguous KC x NR block */
           const float* panel = bp ? bp + j0 * k + p0 * NR : pb;
           if (!bp) {s}_pack_b(nv, kc, b + p0 * b_rs + j0 * b_cs, b_rs, b_cs, pb);
           for (int64_t ir = 0; ir < mc; ir += MR)
-            {s}_tile(kc, pa + ir * kc, panel, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
+            {s}_tile(kc, apanels + ir * astep, panel, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
         }}
       }}
     }}
   }}
 }}
 static void {s}_run(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* b, int64_t b_rs, int64_t b_cs, const float* bp, float* c, int64_t ldc) {{
+    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const float* bp, float* c, int64_t ldc) {{
 #if defined(_OPENMP)
   enum {{ NR = {g.nr} }};
   const int64_t panels = (n + NR - 1) / NR;
@@ -160,27 +164,36 @@ static void {s}_run(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
     {{
       const int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
       const int64_t first = panels * t / parts * NR, end = panels * (t + 1) / parts * NR;
-      {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, bp, c, ldc, first, end < n ? end : n);
+      {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, bp, c, ldc, first, end < n ? end : n);
     }}
     return;
   }}
 #endif
-  {s}_columns(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, bp, c, ldc, 0, n);
+  {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, bp, c, ldc, 0, n);
 }}"""
 
 
-def entry_source(g: GemmKernel, prepacked: bool) -> str:
-    """The function a kernel calls: `<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc)` packs B as it
-    goes; `<symbol>_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc)` reads B from micro-panels packed at
-    compile time. Each is its own helper, defined only in units that call it (-Wall: no unused statics)."""
-    if prepacked:
-        return f"""static void {g.prepacked_symbol}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
+def entry_source(g: GemmKernel, entry: str) -> str:
+    """The function a kernel calls, `entry` one of three: `<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c,
+    ldc)` packs both operands as it goes; `<symbol>_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc)` reads B
+    from micro-panels packed at compile time; `<symbol>_prepacked_a(m, n, k, ap, b, b_rs, b_cs, c, ldc)`
+    reads A so (`tessera.op.nn.conv_gemm.pack_a_panels`: a pointwise convolution's weights). Each is its
+    own helper, defined only in units that call it (-Wall: no unused statics)."""
+    if entry == g.prepacked_symbol:
+        return f"""static void {entry}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
     int64_t a_cs, const float* bp, float* c, int64_t ldc) {{
-  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, 0, 0, bp, c, ldc);
+  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, 0, 0, 0, bp, c, ldc);
 }}"""
+    if entry == g.prepacked_a_symbol:
+        return f"""static void {entry}(int64_t m, int64_t n, int64_t k, const float* ap, const float* b,
+    int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
+  {g.symbol}_run(m, n, k, 0, 0, 0, ap, b, b_rs, b_cs, 0, c, ldc);
+}}"""
+    if entry != g.symbol:
+        raise ValueError(f"{entry} is no entry of the {g.mr}x{g.nr} GEMM microkernel")
     return f"""static void {g.symbol}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
     const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
-  {g.symbol}_run(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, 0, c, ldc);
+  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, b, b_rs, b_cs, 0, c, ldc);
 }}"""
 
 

@@ -203,10 +203,11 @@ class CodeGenC:
 
     def declare_gemm(self, kernel: GemmKernel, entry: str) -> None:
         """Define the packed-panel GEMM `kernel` (and the ISA headers it needs) in this unit, with the
-        entry `entry` (`kernel.symbol`, or `kernel.prepacked_symbol` for B packed at compile time)."""
+        entry `entry` (`kernel.symbol`, or `kernel.prepacked_symbol` / `prepacked_a_symbol` for B / A packed at
+        compile time)."""
         self._helpers.setdefault(GEMM_HEADERS_KEY, GEMM_HEADERS)
         self._helpers.setdefault(f"{kernel.symbol}_driver", gemm_source(kernel))
-        self._helpers.setdefault(entry, entry_source(kernel, prepacked=entry == kernel.prepacked_symbol))
+        self._helpers.setdefault(entry, entry_source(kernel, entry))
 
     def note_workspace(self) -> None:
         self._uses_workspace = True

@@ -1,4 +1,4 @@
-"""PackGemmWeights: constant right operands of float32 matrix products packed at compile time.
+"""PackGemmWeights: constant weights of float32 matrix products (and pointwise convolutions) packed at compile time.
 
 The GEMM microkernel (`op.nn.gemm`) reads B as micro-panels of NR columns,
 k-major. Packing them costs a strided pass over B on every call: about 5%
@@ -9,7 +9,12 @@ whose kernel skips B's packing.
 
 NR is the target's default kernel's (32 for AVX-512, 16 for AVX2); targets
 without a microkernel, and products with too few rows to use it, keep
-`nn.matmul`. It runs after partitioning, on the host's calls only: an
+`nn.matmul`.
+
+A pointwise convolution's weight is the product's left operand (output x
+input channels): `nn.conv2d(x, W)`, 1x1 and running as microkernel calls
+(`op.nn.conv_gemm.prepacked_pointwise_kernel`), becomes
+`nn.conv2d_pointwise_prepacked(x, pack_pointwise_weights(W, groups, MR))`. It runs after partitioning, on the host's calls only: an
 accelerator's patterns (e.g. `blas.matmul`) have taken theirs already, and
 functions owned by another compiler are left alone.
 """
@@ -17,12 +22,18 @@ functions owned by another compiler are left alone.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
+from ..op.nn.conv import ConvAttrs, conv2d
+from ..op.nn.conv_gemm import is_pointwise, pack_pointwise_weights, prepacked_pointwise_kernel
+from ..op.nn.conv_prepacked import conv2d_pointwise_prepacked
+from ..op.nn.conv_schedule import ConvGeometry
 from ..op.nn.gemm import pack_b_panels, prepacked_panel_width
 from ..op.nn.matmul import matmul
 from ..op.nn.matmul_prepacked import matmul_prepacked
+from ..op.registry import Op
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
@@ -32,11 +43,9 @@ from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
 
-def _packed(old: Call, new: Call, target: Target) -> Expr | None:
+def _packed_matmul(old: Call, new: Call, target: Target) -> Expr | None:
     """`new` (`old` with its arguments rewritten, so untyped: the types are read from `old`) with its weight
     packed, or None if it is not a product the microkernel runs on a constant B."""
-    if new.op is not matmul:
-        return None
     a, w = new.args
     a_type, out = old.args[0].checked_type_, old.checked_type_
     if not (isinstance(w, Constant) and isinstance(a_type, TensorType) and isinstance(out, TensorType)):
@@ -50,8 +59,40 @@ def _packed(old: Call, new: Call, target: Target) -> Expr | None:
     return matmul_prepacked(a, Constant(pack_b_panels(weight, nr)), columns=weight.shape[1])
 
 
+def _packed_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
+    """`new` with its weight packed as A micro-panels, or None if it is no pointwise float32 convolution
+    the microkernel runs on a constant weight."""
+    x, w = new.args
+    attrs, x_type, out = new.attrs, old.args[0].checked_type_, old.checked_type_
+    if not (isinstance(w, Constant) and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
+            and isinstance(out, TensorType)):
+        return None
+    weight = w.data
+    if weight.dtype != np.float32 or x_type.dtype != "float32" or weight.shape[2:] != (1, 1):
+        return None
+    geometry = ConvGeometry(tuple(out.shape), (1, 1), attrs.strides, attrs.dilation, weight.shape[1],
+                            weight.shape[0] // attrs.groups, in_spatial=tuple(x_type.shape[2:]))
+    kernel = prepacked_pointwise_kernel(target, geometry) if is_pointwise(geometry, attrs.padding) else None
+    if kernel is None:
+        return None
+    packed = pack_pointwise_weights(weight, attrs.groups, kernel.mr)
+    return conv2d_pointwise_prepacked(x, Constant(packed), channels=weight.shape[0], panel_width=kernel.nr)
+
+
+_PACKERS: dict[Op, Callable[[Call, Call, Target], Expr | None]] = {
+    matmul: _packed_matmul,
+    conv2d: _packed_conv2d,
+}
+
+
+def _packed(old: Call, new: Call, target: Target) -> Expr | None:
+    packer = _PACKERS.get(new.op) if isinstance(new.op, Op) else None
+    return packer(old, new, target) if packer is not None else None
+
+
 def pack_gemm_weights(func: Function, target: Target, mod: IRModule | None = None) -> Function:
-    """`func` with every constant weight of a host float32 product packed (see the module doc)."""
+    """`func` with every constant weight of a host float32 product or pointwise convolution packed (see the
+    module doc)."""
     def visit(old: Expr, new: Expr) -> Expr | None:
         return _packed(old, new, target) if isinstance(old, Call) and isinstance(new, Call) else None
 

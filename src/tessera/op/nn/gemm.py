@@ -25,7 +25,9 @@ pass (`tessera.transform.pack_gemm_weights`) stores it as `pack_b_panels`
 lays it out, every micro-panel k x NR and contiguous, and the product
 becomes `nn.matmul_prepacked`, whose kernel calls
 `ts_sgemm_<MR>x<NR>_prepacked`: the driver then reads B's micro-panels where
-they lie and packs only A.
+they lie and packs only A. A pointwise convolution's constant weight is its
+A operand: packed by `pack_a_panels` into `nn.conv2d_pointwise_prepacked`,
+it is read by `ts_sgemm_<MR>x<NR>_prepacked_a`, which packs only B.
 
 Outputs leave the microkernel as plain stores into the matmul's buffer, so a
 fused epilogue (bias, activation) runs after it as the extern's in-place
@@ -77,6 +79,11 @@ class GemmKernel:
         return f"{self.symbol}_prepacked"
 
     @property
+    def prepacked_a_symbol(self) -> str:
+        """The entry reading A from micro-panels packed at compile time (`conv_gemm.pack_a_panels`)."""
+        return f"{self.symbol}_prepacked_a"
+
+    @property
     def kc(self) -> int:
         """K per block: KC_MAX, or fewer where a B micro-panel of KC x NR floats would exceed L1_PANEL_BYTES."""
         return max(16, min(KC_MAX, L1_PANEL_BYTES // (4 * self.nr)))
@@ -89,7 +96,7 @@ class GemmKernel:
     @classmethod
     def from_symbol(cls, name: str) -> "GemmKernel | None":
         """The kernel a C symbol names (either entry), or None if it names none (codegen's look-up of a call)."""
-        match = re.fullmatch(r"ts_sgemm_(\d+)x(\d+)(_prepacked)?", name)
+        match = re.fullmatch(r"ts_sgemm_(\d+)x(\d+)(_prepacked(_a)?)?", name)
         return cls(int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -155,6 +162,12 @@ def pack_b_panels(b: np.ndarray, nr: int) -> np.ndarray:
     padded = np.zeros((k, panels * nr), b.dtype)
     padded[:, :n] = b
     return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+
+
+def pack_a_panels(a: np.ndarray, mr: int) -> np.ndarray:
+    """A (m, k) in the order the microkernel reads it, shape (ceil(m / mr), k, mr): micro-panel i holds rows
+    i*mr .. i*mr + mr - 1, k-major (what `_pack_a` builds at run time), zero past row m. It is Aᵀ's B layout."""
+    return pack_b_panels(a.T, mr)
 
 
 def unpack_b_panels(bp: np.ndarray, n: int) -> np.ndarray:
