@@ -19,16 +19,11 @@ from tessera.op.nn.conv_planes import inside
 from tessera.op.nn.conv_schedule import SINGLE_CHANNEL_WIDTHS, ConvGeometry
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
-from tessera.target.simd import float32_lanes, missing_level_features
+from tessera.target.simd import float32_lanes
+from tessera.testing.isa import require_level
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 ISA levels need an x86-64 host")
 LEVELS = ["x86-64-v3", "x86-64-v4"]  # AVX2 + FMA, AVX-512
-
-
-def _require(level: str) -> None:
-    missing = missing_level_features(level)
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}, so {level} code cannot run here")
 
 
 def _conv(x_shape, w_shape, strides=(1, 1), padding=(0, 0, 0, 0), groups=1):
@@ -48,7 +43,7 @@ def _check(x_shape, w_shape, level, **attrs):
     w = rng.standard_normal(w_shape).astype(np.float32)
     lib = _build(x_shape, w_shape, level, **attrs)
     source = "".join(lib.c_sources.values())
-    _require(level)
+    require_level(level)
     got = lib(x, w)[0]
     want = conv_reference([x, w], ConvAttrs(attrs.get("strides", (1, 1)), attrs.get("padding", (0,) * 4), (1, 1),
                                             attrs.get("groups", 1)))

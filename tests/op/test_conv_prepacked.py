@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import platform
 import re
 
 import numpy as np
@@ -22,24 +21,16 @@ from tessera.op.nn.conv_prepacked import conv2d_pointwise_prepacked
 from tessera.op.nn.gemm import pack_a_panels
 from tessera.relay.visitor import iter_calls
 from tessera.target import Target
-from tessera.target.simd import float32_lanes, missing_level_features
+from tessera.target.simd import float32_lanes
 from tessera.testing.models import ort_session
 from tessera.transform.infer_type import infer_function
 from tessera.transform.pack_gemm_weights import pack_gemm_weights
+from tessera.testing.isa import require_level
 
-X86 = platform.machine() == "x86_64"
 LEVELS = {"c -mcpu=x86-64-v3": "x86-64-v3", "c -mcpu=x86-64-v4": "x86-64-v4"}
 # (in channels, out channels, groups, map): ragged against every MR (21 per group), several groups (8
 # output channels each), a ragged map, a map past LARGE_MAP
 SHAPES = [(48, 42, 2, (12, 12)), (24, 40, 1, (13, 11)), (64, 32, 4, (16, 16)), (96, 24, 1, (34, 32))]
-
-
-def require_level(level: str) -> None:
-    if not X86:
-        pytest.skip("x86-64 ISA levels need an x86-64 host")
-    missing = missing_level_features(level)
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}, so {level} code cannot run here")
 
 
 def pointwise_model(c: int, oc: int, groups: int, hw: tuple[int, int], batch: int) -> onnx.ModelProto:

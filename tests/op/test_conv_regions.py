@@ -3,7 +3,6 @@ numerics against onnxruntime, the split itself, and the scratch it needs (no pad
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -12,16 +11,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tessera
-from tessera.backend.build_module import as_target, lower_to_tir
-from tessera.backend.lift_workspace import workspace_params
 from tessera.frontend import from_onnx
 from tessera.op.nn import conv as conv_module
 from tessera.op.nn.conv_regions import DimGeometry, RegionPlan, Span, merged, plan_regions, tap_pieces, tap_spans
 from tessera.op.nn.conv_schedule import ConvGeometry
 from tessera.testing.aspp import aspp_head
 from tessera.testing.models import ort_session
-from tessera.tir import stmt as S
-from tessera.transform import PassContext
+from tessera.testing.scratch import largest_scratch
 
 
 def conv_model(c: int, oc: int, hw: tuple[int, int], k: int, dilation: int | tuple[int, int], pads: tuple[int, ...],
@@ -101,25 +97,12 @@ def test_undilated_convolutions_keep_the_one_plane_schedule() -> None:
     assert plan is not None and plan.regions() == [(Span(0, 14, 1, 2), Span(0, 14, 1, 2))]
 
 
-def _scratch_bytes(model: onnx.ModelProto) -> tuple[int, list[tuple[str, tuple[int, ...]]]]:
-    """The largest scratch any kernel asks for (compile only, no C compiler) and the buffers of that kernel."""
-    mod, params = from_onnx(model)
-    lowered = lower_to_tir(mod, as_target("c"), params, PassContext(), lambda *a, **k: None, "scratch")
-    best: tuple[int, list[tuple[str, tuple[int, ...]]]] = (0, [])
-    for func in lowered.mod.functions.values():
-        if isinstance(func, S.PrimFunc):
-            buffers = workspace_params(func)
-            size = sum(math.prod(b.shape) * 4 for b in buffers)
-            best = max(best, (size, [(b.name, tuple(b.shape)) for b in buffers]))
-    return best
-
-
 @pytest.mark.parametrize("dilation, bound", [(36, 2.5), (24, 2.5), (12, 6.0)])
 def test_dilated_scratch_is_a_small_multiple_of_the_input(dilation: int, bound: float) -> None:
     """The issue's case: a 3x3 of dilation 36 on 14x14 padded its input to 87 x 86 (44x the input, 28.7 MB
     at 2048 channels) and computed rows 86 wide. Now its scratch is the input's taps and the output tiles."""
     channels = 64
-    size, buffers = _scratch_bytes(conv_model(channels, channels, (14, 14), 3, dilation, (dilation,) * 4))
+    size, buffers = largest_scratch(conv_model(channels, channels, (14, 14), 3, dilation, (dilation,) * 4))
     input_bytes = channels * 14 * 14 * 4
     assert size <= bound * input_bytes, (size / input_bytes, buffers)
     assert all(shape[-1] <= 16 for _, shape in buffers if len(shape) == 6), buffers  # no 86-wide planes
@@ -133,7 +116,7 @@ def test_strided_conv_copies_only_the_phases_it_reads(k: int, dilation: int, str
     that phase alone: a 1x1 convolution of stride 2 copies a quarter of its input, not all of it."""
     model = conv_model(8, 16, (16, 15), k, dilation, pads, strides)
     check_against_onnxruntime(model, (1, 8, 16, 15))
-    _, buffers = _scratch_bytes(model)
+    _, buffers = largest_scratch(model)
     planes = [shape for name, shape in buffers if name.startswith("planes")]
     assert planes and all(shape[2:4] == (1, 1) for shape in planes), buffers
 

@@ -3,7 +3,6 @@ which schedule each takes, and the scratch they need (no padded blow-up)."""
 
 from __future__ import annotations
 
-import math
 import platform
 from collections.abc import Sequence
 
@@ -13,8 +12,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import tessera
-from tessera.backend.build_module import as_target, lower_to_tir
-from tessera.backend.lift_workspace import workspace_params
 from tessera.frontend import from_onnx
 from tessera.op.nn import conv as conv_module
 from tessera.op.nn import conv_slices
@@ -23,8 +20,7 @@ from tessera.op.nn.conv_schedule import ConvGeometry
 from tessera.op.nn.conv_slices import DepthPlan, plan_depth
 from tessera.target.simd import missing_level_features
 from tessera.testing.models import ort_session
-from tessera.tir import stmt as S
-from tessera.transform import PassContext
+from tessera.testing.scratch import largest_scratch
 
 
 def conv_model(c: int, oc: int, spatial: tuple[int, ...], k: int, dilation: tuple[int, ...], pads: tuple[int, ...],
@@ -65,19 +61,6 @@ def check_against_onnxruntime(model: onnx.ModelProto, shape: tuple[int, ...], ta
     ref = ort_session(model).run(None, {"x": x})[0]
     assert out.shape == ref.shape
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
-
-
-def scratch(model: onnx.ModelProto) -> tuple[int, list[tuple[str, tuple[int, ...]]]]:
-    """The largest scratch any kernel asks for in bytes (compile only, no C compiler), and that kernel's buffers."""
-    mod, params = from_onnx(model)
-    lowered = lower_to_tir(mod, as_target("c"), params, PassContext(), lambda *a, **k: None, "scratch")
-    best: tuple[int, list[tuple[str, tuple[int, ...]]]] = (0, [])
-    for func in lowered.mod.functions.values():
-        if isinstance(func, S.PrimFunc):
-            buffers = workspace_params(func)
-            size = sum(math.prod(b.shape) * 4 for b in buffers)
-            best = max(best, (size, [(b.name, tuple(b.shape)) for b in buffers]))
-    return best
 
 
 @pytest.mark.parametrize("length, dilation, regions", [(40, 1, False), (40, 2, False), (40, 12, False),
@@ -190,7 +173,7 @@ def test_dilated_conv1d_scratch_does_not_grow_with_the_dilation(dilation: int) -
     """The tiled schedule copied the input padded by the dilation on both sides: 232 wide for 32 at dilation 100
     (7x the input). The regions' scratch is mostly their output tiles (positions rounded up to whole tiles)."""
     channels, length = 64, 32
-    size, buffers = scratch(conv_model(channels, channels, (length,), 3, (dilation,), (dilation,) * 2, (1,)))
+    size, buffers = largest_scratch(conv_model(channels, channels, (length,), 3, (dilation,), (dilation,) * 2, (1,)))
     assert size <= 4.5 * channels * length * 4, (size / (channels * length * 4), buffers)
     assert not any(name.startswith("pad") for name, _ in buffers), buffers
 
@@ -204,10 +187,10 @@ def test_dilated_conv3d_scratch_against_the_tiled_schedule(monkeypatch: pytest.M
     the 2-d slices split into regions) at most 3x the input."""
     channels, side = 32, 12
     model = conv_model(channels, channels, (side,) * 3, 3, (dilation,) * 3, (dilation,) * 6, (1, 1, 1))
-    sliced, buffers = scratch(model)
+    sliced, buffers = largest_scratch(model)
     assert not any(name.startswith("pad") for name, _ in buffers), buffers
     monkeypatch.setattr(conv_module, "sliced_conv", lambda *args: None)
-    tiled, tiled_buffers = scratch(model)
+    tiled, tiled_buffers = largest_scratch(model)
     assert any(name.startswith("pad") for name, _ in tiled_buffers), tiled_buffers
     assert sliced <= bound * tiled, (sliced / tiled, buffers, tiled_buffers)
     if dilation >= 12:

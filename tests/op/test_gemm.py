@@ -20,7 +20,7 @@ from tessera.op.nn.gemm import (KC_MAX, KERNELS_BY_LANES, L1_PANEL_BYTES, L2_BLO
                                 pack_a_panels, pack_b_panels, unpack_b_panels)
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
-from tessera.target.simd import missing_level_features
+from tessera.testing.isa import require_level
 
 X86 = platform.machine() == "x86_64"
 KERNELS = sorted({g for kernels in KERNELS_BY_LANES.values() for g in kernels}, key=lambda g: (g.nr, g.mr))
@@ -42,14 +42,6 @@ void pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, 
 void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, float* pb) {
   SYM_pack_b(nv, kc, b, b_rs, b_cs, pb); }
 """
-
-
-def require_level(level: str) -> None:
-    if not X86:
-        pytest.skip("x86-64 ISA levels need an x86-64 host")
-    missing = missing_level_features(level)
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}, so {level} code cannot run here")
 
 
 def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -> ctypes.CDLL:

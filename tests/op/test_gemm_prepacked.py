@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import platform
 import re
 
 import numpy as np
@@ -20,20 +19,11 @@ from tessera.op.nn.gemm import pack_b_panels, unpack_b_panels
 from tessera.op.nn.matmul_prepacked import matmul_prepacked
 from tessera.relay.visitor import iter_calls
 from tessera.target import Target
-from tessera.target.simd import float32_lanes, missing_level_features
+from tessera.target.simd import float32_lanes
 from tessera.transform import PassContext
 from tessera.transform.infer_type import infer_function
 from tessera.transform.pack_gemm_weights import pack_gemm_weights
-
-X86 = platform.machine() == "x86_64"
-
-
-def require_level(level: str) -> None:
-    if not X86:
-        pytest.skip("x86-64 ISA levels need an x86-64 host")
-    missing = missing_level_features(level)
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}, so {level} code cannot run here")
+from tessera.testing.isa import require_level
 
 
 def weights(seed: int = 0) -> dict[str, np.ndarray]:

@@ -4,7 +4,6 @@ and infinities; other axes and targets keep the stages."""
 
 from __future__ import annotations
 
-import platform
 
 import numpy as np
 import pytest
@@ -16,18 +15,9 @@ from tessera import te
 from tessera.op.nn.softmax_rows import SOFTMAX_ROWS, softmax_rows
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
-from tessera.target.simd import missing_level_features
+from tessera.testing.isa import require_level
 
-X86 = platform.machine() == "x86_64"
 LEVELS = ["x86-64-v3", "x86-64-v4"]  # the AVX2 and the AVX-512 branch of the row kernel
-
-
-def require_level(level: str) -> None:
-    if not X86:
-        pytest.skip("x86-64 ISA levels need an x86-64 host")
-    missing = missing_level_features(level)
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}, so {level} code cannot run here")
 
 
 def build(shape: tuple[int, ...], axis: int, target: str) -> tessera.GraphExecutorLibrary:

@@ -20,16 +20,11 @@ from tessera.target.simd import X86_64_LEVELS, float32_lanes, host_arch, missing
 from tessera.testing import mlperf_tiny as mt
 from tessera.testing import mlperf_tiny_int8 as q8
 from tessera.testing.models import ort_run
+from tessera.testing.isa import require_level
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 ISA levels need an x86-64 host")
 LEVELS = ["x86-64-v2", "x86-64-v3", "x86-64-v4"]
 LANES = {"x86-64-v2": 4, "x86-64-v3": 8, "x86-64-v4": 16}  # float32 per SSE / AVX2 / AVX-512 register
-
-
-def require_level(level: str) -> None:
-    missing = missing_level_features(level)
-    if missing:
-        pytest.skip(f"this CPU lacks {', '.join(sorted(missing))}, so {level} code cannot run here")
 
 
 def conv_and_matmul() -> relay.Function:
