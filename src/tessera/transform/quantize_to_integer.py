@@ -158,8 +158,11 @@ def _split_bias(y: Expr, product_ops: tuple[Op, ...]) -> tuple[Call | None, Expr
     return _call(y, *product_ops), None
 
 
-def _per_tensor_operands(call: Call) -> tuple[Dequantized, Dequantized] | None:
-    """The two operands of a binary call, when both are per-tensor dequantized values."""
+def _per_tensor_operands(y: Expr, op: Op) -> tuple[Dequantized, Dequantized] | None:
+    """The two operands of `y`, a call of the binary `op`, when both are per-tensor dequantized values."""
+    call = _call(y, op)
+    if call is None:
+        return None
     a, b = _dequantized(call.args[0]), _dequantized(call.args[1])
     if a is None or b is None or not a.per_tensor or not b.per_tensor:
         return None
@@ -225,10 +228,7 @@ def _dense(y: Expr, out: Dequantized) -> Expr | None:
 
 def _add(y: Expr, out: Dequantized) -> Expr | None:
     y, relu = _strip_relu(y)
-    add = _call(y, ew.add)
-    if add is None:
-        return None
-    operands = _per_tensor_operands(add)
+    operands = _per_tensor_operands(y, ew.add)
     if operands is None:
         return None
     a, b = operands
@@ -356,27 +356,21 @@ TFLITE_ADD_LEFT_SHIFT = 20  # LiteRT's int8 ADD headroom
 
 def _tflite_add(y: Expr, out: Dequantized) -> Expr | None:
     y, lo, hi = _activation_bounds(y, out)
-    add = _call(y, ew.add)
-    if add is None:
-        return None
-    operands = _per_tensor_operands(add)
+    operands = _per_tensor_operands(y, ew.add)
     if operands is None:
         return None
     a, b = operands
     twice_max = float(np.float32(2) * np.float32(max(a.s, b.s)))  # float arithmetic in LiteRT
     out_denominator = float(np.float32(1 << TFLITE_ADD_LEFT_SHIFT) * np.float32(out.s))
     scales = TFLiteAddScales(TFLITE_ADD_LEFT_SHIFT, quantize_multiplier(a.s / twice_max),
-                                 quantize_multiplier(b.s / twice_max), quantize_multiplier(twice_max / out_denominator))
+                             quantize_multiplier(b.s / twice_max), quantize_multiplier(twice_max / out_denominator))
     attrs = qap.QAddAttrs(a.zp, 0, b.zp, 0, _tflite_requant(out, lo, hi), scales)
     return Call(qap.qadd, (a.x, b.x), attrs)
 
 
 def _tflite_mul(y: Expr, out: Dequantized) -> Expr | None:
     y, lo, hi = _activation_bounds(y, out)
-    mul = _call(y, ew.multiply)
-    if mul is None:
-        return None
-    operands = _per_tensor_operands(mul)
+    operands = _per_tensor_operands(y, ew.multiply)
     if operands is None:
         return None
     a, b = operands
