@@ -103,16 +103,6 @@ def measure(model_name: str, target: str, repeat: int) -> dict[str, Timing]:
     return {"cold": min(cold, key=lambda t: t.wall), "warm": min(warm, key=lambda t: t.wall)}
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="*", metavar="MODEL", help=f"any of {', '.join(MODELS)} (default both)")
@@ -128,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown models {unknown}; choose from {', '.join(MODELS)}")
     if args.repeat < 1:
         parser.error(f"--repeat must be positive, got {args.repeat}")
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; target {args.target!r}; load average "
+    from tessera.target.cpu_id import native_cpu_model  # (the builds themselves run in fresh processes)
+
+    cpu = native_cpu_model() or platform.machine()
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; target {args.target!r}; load average "
           f"{os.getloadavg()[0]:.1f}")
     print(f"{'model':12s} {'cache':5s} {'total s':>8s} {'python s':>9s} {'gcc s':>7s} {'gcc cpu s':>10s} "
           f"{'cpu s':>6s} {'units':>6s} {'kernels':>8s} {'goal s':>7s}")

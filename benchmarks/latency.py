@@ -45,7 +45,8 @@ import onnx  # noqa: E402
 import tessera  # noqa: E402
 from tessera.frontend import from_onnx  # noqa: E402
 from tessera.target import Target  # noqa: E402
-from tessera.target.simd import X86_64_LEVELS, float32_lanes, host_arch, native_cpu_flags  # noqa: E402
+from tessera.target.cpu_id import isa_level, native_cpu_model  # noqa: E402
+from tessera.target.simd import float32_lanes, host_arch, native_cpu_flags  # noqa: E402
 from tessera.testing import convnext, mlperf_tiny, tail_blocks  # noqa: E402
 from tessera.testing.aspp import ASPP_NAME, INPUT_SHAPE, aspp_head  # noqa: E402
 from tessera.testing.models import LIGHT_MODELS, data_input, light_path, ort_session, seeded_input  # noqa: E402
@@ -169,26 +170,10 @@ def tune_models(models: list[str], path: str, budget: float, target: str) -> Non
               f"in {tuned.seconds:.1f} s", flush=True)
 
 
-def cpu_model() -> str:
-    """The CPU's model name as /proc/cpuinfo gives it (the machine type where it does not)."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            names = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
-    except OSError:
-        names = []
-    return names[0] if names else platform.processor() or platform.machine()
-
-
-def isa_level(flags: frozenset[str]) -> str:
-    """The highest x86-64 ISA level (psABI) whose CPU flags are all in `flags`, or 'not x86-64'."""
-    levels = [level for level, needs in X86_64_LEVELS.items() if needs <= flags]
-    return levels[-1] if levels and platform.machine() in ("x86_64", "AMD64") else "not x86-64"
-
-
 def print_machine(target: str) -> None:
     """The CPU and ISA level the numbers below were measured on, and what `target`'s C code is compiled for."""
-    native = isa_level(native_cpu_flags())
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores, ISA level {native}")
+    native = isa_level(native_cpu_flags()) or "not x86-64"
+    print(f"CPU: {native_cpu_model() or platform.machine()}, {os.cpu_count()} logical cores, ISA level {native}")
     arch = host_arch(Target(target))
     compiled_for = f"native = {native}" if arch == "native" else arch
     print(f"target {target!r}: C compiled for {compiled_for} ({float32_lanes(Target(target))} float32 lanes "

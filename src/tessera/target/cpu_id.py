@@ -41,11 +41,16 @@ def describe_cpu(model: str, level: str) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def cpu_key() -> str:
-    """This machine's CPU, as tuning logs record it (see the module doc)."""
+def native_cpu_model() -> str:
+    """This machine's CPU model name from /proc/cpuinfo (else what `platform` says, possibly "")."""
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         info = ""
-    model = cpu_model(info) or platform.processor()
-    return describe_cpu(model, isa_level(native_cpu_flags()) or platform.machine())
+    return cpu_model(info) or platform.processor()
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_key() -> str:
+    """This machine's CPU, as tuning logs record it (see the module doc)."""
+    return describe_cpu(native_cpu_model(), isa_level(native_cpu_flags()) or platform.machine())
