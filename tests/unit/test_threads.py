@@ -1,4 +1,4 @@
-"""Host kernels' OpenMP threads: the wait policy tessera sets before libgomp loads, and results
+"""Host kernels' OpenMP threads: the spin count tessera sets before libgomp loads, and results
 that do not depend on the thread count.
 
 The policy tests run in fresh interpreters: libgomp reads its settings once, when it loads,
@@ -21,13 +21,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tessera
 from tessera.frontend import from_onnx
-from tessera.runtime.openmp_wait import WaitPolicy
+from tessera.runtime.openmp_wait import SPIN_COUNT, WaitPolicy
 
 SRC = str(Path(tessera.__file__).resolve().parents[1])
 # prints what prepare_openmp decided, then whether it left the environment as it found it
 REPORT = (
     "import json, os; from tessera.runtime.openmp_wait import prepare_openmp; s = prepare_openmp(); "
-    "print(json.dumps([s.policy.value, s.detail, os.environ.get('OMP_WAIT_POLICY')]))"
+    "print(json.dumps([s.policy.value, s.detail, os.environ.get('GOMP_SPINCOUNT')]))"
 )
 
 
@@ -40,11 +40,11 @@ def _run(code: str, **env: str) -> tuple[list, str]:
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout + done.stderr
 
 
-def test_tessera_makes_the_pool_passive_and_restores_the_environment():
+def test_tessera_sets_a_short_spin_and_restores_the_environment():
     (policy, detail, env_after), shown = _run(REPORT)
     assert policy == WaitPolicy.TESSERA.value and "libgomp" in detail
     assert env_after is None  # child processes see the user's environment
-    assert "OMP_WAIT_POLICY = 'PASSIVE'" in shown and "GOMP_SPINCOUNT = '0'" in shown
+    assert f"GOMP_SPINCOUNT = '{SPIN_COUNT}'" in shown
 
 
 @pytest.mark.parametrize(("name", "value", "spin"), [("OMP_WAIT_POLICY", "active", "30000000000"),
@@ -76,13 +76,13 @@ def _conv_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def test_a_loaded_library_runs_on_the_passive_pool(tmp_path):
+def test_a_loaded_library_runs_on_the_short_spin_pool(tmp_path):
     mod, params = from_onnx(_conv_model())
     path = tessera.build(mod, target="c", params=params).export_library(tmp_path / "model.tar")
     code = (f"import tessera; lib = tessera.load_module({str(path)!r}); tessera.GraphModule(lib, num_threads=2); "
             + REPORT)
     (policy, _, _), shown = _run(code)
-    assert policy == WaitPolicy.TESSERA.value and "OMP_WAIT_POLICY = 'PASSIVE'" in shown
+    assert policy == WaitPolicy.TESSERA.value and f"GOMP_SPINCOUNT = '{SPIN_COUNT}'" in shown
 
 
 @pytest.mark.parametrize("target", ["c", "blas"])

@@ -15,7 +15,7 @@ Kernels of host builds run their parallel loops on OpenMP threads:
 `num_threads` (or the TESSERA_NUM_THREADS environment variable) sets how
 many for this module's runs; by default OpenMP decides (OMP_NUM_THREADS, else
 one per core). OpenMP keeps that setting per calling thread, so every run
-sets it again in the thread it runs on. With num_threads above one, a run
+sets it again in the thread it runs on. With more than one thread, a run
 uses all of them or one, whichever recent runs found faster (other processes
 busy on the cores make the threads take turns on one: thread_choice.py);
 `adaptive_threads=False` always uses all.
@@ -53,6 +53,15 @@ def _thread_count(requested: int | None) -> int | None:
     if requested < 1:
         raise RuntimeExecutionError(f"num_threads must be at least 1, got {requested}")
     return requested
+
+
+def _openmp_threads(shared: SharedLibrary) -> int | None:
+    """The threads OpenMP gives this library's loops by default (None: it has no thread support)."""
+    if not shared.has_symbol("TSSetNumThreads"):
+        return None
+    fn = shared.kernel("TSSetNumThreads")
+    fn.argtypes = [ctypes.c_int32]
+    return int(fn(0))  # 0 sets nothing, only answers
 
 
 def _thread_setter(shared: SharedLibrary, count: int | None) -> Callable[[], object]:
@@ -107,7 +116,9 @@ class GraphModule:
         lib.shared_library.check_cpu()
         most = self._most_threads = _thread_count(num_threads)
         self._set_threads = _thread_setter(lib.shared_library, most)
-        # runs choose between `most` threads and one (thread_choice.py), unless OpenMP decides
+        if most is None and adaptive_threads:  # OpenMP's default count, still chosen against one
+            most = _openmp_threads(lib.shared_library)
+        # runs choose between `most` threads and one (thread_choice.py)
         self._thread_choice = ThreadChoice(most) if adaptive_threads and most is not None and most > 1 else None
         self._thread_setters = {c: _thread_setter(lib.shared_library, c)
                                 for c in (self._thread_choice.counts if self._thread_choice else ())}

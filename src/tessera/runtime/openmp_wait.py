@@ -1,24 +1,38 @@
 """The wait policy of the host libraries' OpenMP threads, fixed before libgomp loads.
 
 Host kernels run their parallel loops on GCC's OpenMP runtime, libgomp, which
-reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when it is loaded. With neither
-set, a thread with nothing to do (a pool thread between loops, or the thread
-that finished its share first at a loop's end) spins 300,000 times before it
-sleeps: milliseconds. When another process keeps a core busy, a spinning
-thread holds its core while its partner waits for a time slice on the busy
-one, at every loop: DenseNet-121 at two threads took 5.3 s a run instead of
-0.5 s at one thread (2-core AMD EPYC, AVX-512, second core busy).
+reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when it is loaded. A thread
+with nothing to do (a pool thread between loops, or the thread that finished
+its share first at a loop's end) spins GOMP_SPINCOUNT times before it sleeps
+on a futex; waking a sleeping thread costs microseconds at every loop.
 
-A passive policy makes a waiting thread sleep at once, so a preempted partner
-can move to the freed core; there DenseNet-121 at two threads ran in 0.07 s.
-(A short spin, GOMP_SPINCOUNT=1000, about 10 us, still took 0.4 s.) Waking a
-sleeping thread costs microseconds at the start of each parallel loop, which
-is why small kernels stay on one thread (te/parallel.py, PARALLEL_MIN_WORK). So
-before the first host library loads, `prepare_openmp` loads libgomp itself
-with OMP_WAIT_POLICY=PASSIVE in the environment and restores the environment
-afterwards (child processes see the user's). It changes nothing when the user
-set OMP_WAIT_POLICY or GOMP_SPINCOUNT, or when a libgomp is already loaded (it
-read its policy then): `OpenMPSetup` says which happened.
+tessera sets a short spin, SPIN_COUNT, before the first host library loads.
+Measured on a 2-core AMD EPYC (Zen 4, AVX-512), where one spin (a `pause`)
+takes about 55 ns, so SPIN_COUNT is about 0.2 ms, at two threads with
+PARALLEL_MIN_WORK 1 << 16 (te/parallel.py), quiet machine:
+
+    spin count            0 (passive)   300     1000    3000    10000
+    ic_resnet8, ms        0.41          0.30    0.19    0.19    0.19
+    efficientnet_block    0.55          0.47    0.35    0.35    0.33
+
+(one thread: 0.28 and 0.53 ms; onnxruntime at two threads 0.13 and 0.24).
+A sleeping pool makes every parallel loop pay a wake-up, so the second
+thread gained nothing on models whose runs take under a few milliseconds.
+
+The price is paid when another process keeps a core busy: a spinning thread
+holds its core while its partner waits for a time slice. With one core busy,
+DenseNet-121 at two threads took 110 ms a run with SPIN_COUNT and 157 ms at
+10,000 spins, against 63 ms at one thread and 65 ms at two with a passive
+pool (libgomp's default, 300,000 spins, took 5.3 s a run in an earlier
+measurement under a heavier load). So graph runs choose their thread
+count from measured run times (runtime/thread_choice.py): on a busy machine
+they run on one thread.
+
+`prepare_openmp` loads libgomp itself with GOMP_SPINCOUNT=SPIN_COUNT in the
+environment and restores the environment afterwards (child processes see
+the user's). It changes nothing when the user set OMP_WAIT_POLICY or
+GOMP_SPINCOUNT, or when a libgomp is already loaded (it read its policy
+then): `OpenMPSetup` says which happened.
 """
 
 from __future__ import annotations
@@ -32,14 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LIBGOMP = "libgomp.so.1"  # the soname host libraries built by gcc -fopenmp depend on
-WAIT_POLICY = "PASSIVE"  # what tessera sets when the user has not
+SPIN_COUNT = 3000  # GOMP_SPINCOUNT tessera sets when the user has not (see above)
 USER_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
 class WaitPolicy(enum.Enum):
     """Who chose the OpenMP pool's wait policy."""
 
-    TESSERA = "tessera"  # libgomp loaded by prepare_openmp with OMP_WAIT_POLICY=WAIT_POLICY
+    TESSERA = "tessera"  # libgomp loaded by prepare_openmp with GOMP_SPINCOUNT=SPIN_COUNT
     USER = "user"  # the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT: left alone
     ALREADY_LOADED = "already loaded"  # another library loaded libgomp first: its policy stands
     NO_LIBGOMP = "no libgomp"  # not Linux, or libgomp is not installed: nothing to set
@@ -88,11 +102,11 @@ def _decide() -> OpenMPSetup:
     loaded = libgomp_loaded()
     if loaded is not None:
         return OpenMPSetup(WaitPolicy.ALREADY_LOADED, loaded)
-    os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
+    os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
     try:
         _handle = ctypes.CDLL(LIBGOMP)
     except OSError as e:
         return OpenMPSetup(WaitPolicy.NO_LIBGOMP, str(e))
     finally:
-        del os.environ["OMP_WAIT_POLICY"]
+        del os.environ["GOMP_SPINCOUNT"]
     return OpenMPSetup(WaitPolicy.TESSERA, libgomp_loaded() or LIBGOMP)

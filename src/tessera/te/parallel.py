@@ -1,10 +1,10 @@
 """Which loop of a stage runs on all threads, and whether it is worth it.
 
-A parallel loop costs a fork and a join of the OpenMP team. The pool waits
-passively (runtime/openmp_wait.py), so each is a futex wake of a sleeping
-thread: about 7.5 us for an empty `omp parallel for` at two threads (2-core
-AMD EPYC, AVX-512), against 0.3 us for the same loop serial. A stage gains
-from a second thread only when its serial time is several times that.
+A parallel loop costs a fork and a join of the OpenMP team. The pool's
+threads spin a while before they sleep (runtime/openmp_wait.py), so within a
+run a fork finds its threads awake; a sleeping pool made each fork a futex
+wake, about 7.5 us for an empty `omp parallel for` at two threads
+(2-core AMD EPYC, AVX-512), against 0.3 us for the same loop serial.
 
 Work is counted in loop iterations, a reduction's included. Counting an
 element of a copy or an elementwise tail as several multiply-adds (it costs
@@ -25,10 +25,12 @@ from ..tir import stmt as S
 from .tensor import ComputeOp
 
 # Stages with less work than this run on one thread: below it the fork and
-# join cost more than a second thread saves. At 1 << 16, kws_ds_cnn took
-# 0.17 ms at two threads against 0.10 ms at one; at 1 << 20 both 0.09 ms,
-# while DenseNet-121 keeps most of its two-thread gain (1 << 22 lost it).
-PARALLEL_MIN_WORK = 1 << 20
+# join cost more than a second thread saves. With the spinning pool, at two
+# threads: ic_resnet8 0.19 ms at 1 << 16 and at 1 << 14, 0.19 at 1 << 20;
+# mobilenet_v2_block 0.23 ms at 1 << 16, 0.33 at 1 << 20 (one thread: 0.38).
+# (With the old passive pool, 1 << 16 made kws_ds_cnn slower at two threads
+# than at one: each wake-up cost more than the stage.)
+PARALLEL_MIN_WORK = 1 << 16
 # An outermost loop shorter than this shares its iterations with the next loop
 # (OpenMP collapse), so two or more threads get even shares.
 PARALLEL_MIN_EXTENT = 8
