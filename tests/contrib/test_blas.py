@@ -14,7 +14,7 @@ from tessera import relay
 from tessera.backend.report import partition_report
 from tessera.frontend import from_onnx
 from tessera.op import elemwise as ew
-from tessera.op.nn import conv
+from tessera.op.nn import conv, matmul
 from tessera.target import Target
 from tessera.tir import stmt as S
 from tessera.tir.functor import walk_expr
@@ -124,6 +124,32 @@ def test_a_big_product_is_split_across_the_threads_by_columns():
     assert "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, 64, 64, 1.0f, p1, 64, (p0 + (part * 64)), 256" \
         in source
     _same_as_host_at_1_and_2_threads(lib, mod, (1, 64, 16, 16))
+
+
+def _one_matmul(lhs, rhs):
+    x = relay.Var("x", relay.TensorType(lhs, "float32"))
+    y = relay.Var("y", relay.TensorType(rhs, "float32"))
+    return relay.IRModule.from_expr(relay.Function((x, y), matmul.matmul(x, y)))
+
+
+def _parallel_loops(lib) -> list[S.For]:
+    (kernel,) = [f for gv, f in lib.ir_mod.items() if gv.name_hint.startswith("tsgen_default_blas")]
+    return [s for s in S.walk_stmts(kernel.body) if isinstance(s, S.For) and s.kind is S.ForKind.PARALLEL]
+
+
+@pytest.mark.parametrize(("lhs", "rhs", "loop", "parts"), [
+    ((1, 128, 256), (256, 512), "part", 4),  # a dense layer: one product, split by columns
+    ((1, 4, 64, 32), (1, 4, 32, 64), "b1", 4),  # attention scores: the threads share the heads
+])
+def test_matrix_products_run_on_all_threads(lhs, rhs, loop, parts):
+    lib = tessera.build(_one_matmul(lhs, rhs), target="blas")
+    (parallel,) = _parallel_loops(lib)
+    assert (parallel.loop_var.name, parallel.extent.value) == (loop, parts)
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal(lhs).astype(np.float32), rng.standard_normal(rhs).astype(np.float32)
+    one, two = (tessera.GraphModule(lib, num_threads=n, adaptive_threads=False)(a, b)[0] for n in (1, 2))
+    np.testing.assert_allclose(two, np.matmul(a, b), rtol=1e-4, atol=1e-4)
+    assert np.array_equal(one, two)  # each part is the same call on whichever thread
 
 
 @pytest.mark.parametrize(("tail", "ops"), [

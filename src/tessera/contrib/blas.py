@@ -17,6 +17,8 @@ A target kind (`target="blas"`: host `c` plus this accelerator) with
 
 from __future__ import annotations
 
+import math
+
 import dataclasses
 import functools
 import operator
@@ -244,10 +246,14 @@ def _im2col(data: te.Tensor, conv: Call, b: E.Var, g: E.Var, first: E.PrimExpr, 
 
 
 def _matmul(m: Match, args: list[te.Tensor]) -> te.Tensor:
-    """One product per batch element (broadcast batch dims read element 0); sgemv for one row."""
+    """One product per batch element (broadcast batch dims read element 0); sgemv for one row.
+
+    The threads share the batch (attention's heads), or else split the one product (a dense layer)."""
     (lhs, rhs), out_shape = args, m[MATMUL].tensor_type.shape
     (rows, k), n = lhs.shape[-2:], rhs.shape[-1]
     batch = [te.axis(d, f"b{i}") for i, d in enumerate(out_shape[:-2])]
+    batched = math.prod(out_shape[:-2]) > 1
+    sp = split_gemm(rows, n, k) if rows > 1 and not batched else None
 
     def at(buf) -> E.PrimExpr:
         lead = buf.shape[:-2]
@@ -257,8 +263,14 @@ def _matmul(m: Match, args: list[te.Tensor]) -> te.Tensor:
         a, b, c = at(ins[0]), at(ins[1]), at(out)
         if rows == 1:  # y (n) = B (k x n)^T . x (k): one pass over B's rows
             return te.call_extern("cblas_sgemv", ROW_MAJOR, TRANS, k, n, 1.0, b, n, a, 1, 0.0, c, 1)
+        if sp is not None:
+            return _split_sgemm(sp, rows, n, k, a, b, c, n, n)
         return _sgemm(rows, n, k, a, b, c)
-    return te.extern(out_shape, [lhs, rhs], product, "sgemm", loops=batch)
+    if sp is not None:
+        return te.extern(out_shape, [lhs, rhs], product, "sgemm", loops=[*batch, sp.loop],
+                         parallel=sp.loop.extent > 1)
+    parallel = batched and math.prod(out_shape) * k >= PARALLEL_MIN_WORK
+    return te.extern(out_shape, [lhs, rhs], product, "sgemm", loops=batch, parallel=parallel)
 
 
 LOWERINGS = [Lowering(CONV_ENTRY, CONV, _conv), Lowering(MATMUL_ENTRY, MATMUL, _matmul)]
