@@ -32,10 +32,12 @@ from ..util.dispatch import TypeDispatch
 from .c_fast_math import DEPENDS as FAST_MATH_DEPENDS
 from .c_fast_math import INTRINSICS as FAST_MATH
 from ..op.nn.gemm import GemmKernel
+from ..op.nn.pool_rows import Pool2dKernel
 from .c_gemm import HEADERS as GEMM_HEADERS
 from .c_gemm import HEADERS_KEY as GEMM_HEADERS_KEY
 from .c_gemm import entry_source, gemm_source
 from .c_helpers import helper_name, helper_source
+from .c_pool import pool2d_source
 from .c_rows import ROW_KERNELS
 from .c_reserved import RESERVED_WORDS
 from .c_scope import CLASSIFY_INTRINSICS, FLOAT_INTRINSICS, called_functions
@@ -557,6 +559,9 @@ class _FunctionWriter:
                 self.gen.declare_gemm(gemm, e.func)
             if e.func in ROW_KERNELS:
                 self._row_kernel(e.func)
+            pool = Pool2dKernel.from_symbol(e.func)
+            if pool is not None:
+                self.gen.declare_source(pool.symbol, pool2d_source(pool))
             return self.gen.emit_extern_call(e.func, args, e)
         d = e.args[0].dtype if e.args else e.dtype
         if d == "float32" and e.func.value in FAST_MATH:

@@ -23,6 +23,7 @@ from .._util import as_tensor
 from ..registry import Op, OpPattern, register_op
 from ..schedule_context import ScheduleContext
 from .conv_schedule import pad_input
+from .pool_rows import pool2d_call
 from ..transform import unravel
 
 
@@ -126,6 +127,9 @@ def _window_reduce(x: te.Tensor, attrs: PoolAttrs, out: TensorType, fill: float,
 
 def _max_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
+    call = pool2d_call(x, attrs, out, sched, average=False)
+    if call is not None:
+        return call
     return _window_reduce(x, attrs, out, dt.min_value(x.dtype), te.max_reduce, "max_pool")
 
 
@@ -147,6 +151,9 @@ def _count(attrs: PoolAttrs, shape: tuple[int, ...], pos: tuple[E.Var, ...]) -> 
 
 def _avg_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
+    call = pool2d_call(x, attrs, out, sched, average=True)
+    if call is not None:
+        return call
     names = ["n", "c", *(f"o{k}" for k in range(len(attrs.kernel)))]
     total = _window_reduce(x, attrs, out, 0.0, te.sum, "avg_pool_sum")
 
