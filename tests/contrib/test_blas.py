@@ -173,8 +173,9 @@ def test_unfolded_blocks_run_on_all_threads_each_with_its_own_scratch(blas_takes
     lib = tessera.build(mod, target="blas")
     (kernel,) = [f for gv, f in lib.ir_mod.items() if gv.name_hint.startswith("tsgen_default_blas")]
     assert not workspace_params(kernel)
-    (loop,) = [s for s in S.walk_stmts(kernel.body) if isinstance(s, S.For) and s.kind is S.ForKind.PARALLEL]
+    loop, tail = [s for s in S.walk_stmts(kernel.body) if isinstance(s, S.For) and s.kind is S.ForKind.PARALLEL]
     assert loop.loop_var.name == "blk" and loop.extent.value == 3
+    assert tail.extent.value == 32  # the bias and ReLU after the call: 73 K elements, split by channel
     assert [s.buffer.name for s in S.walk_stmts(loop.body) if isinstance(s, S.Allocate)] == ["im2col_buf"]
     _same_as_host_at_1_and_2_threads(lib, mod, (1, 32, 48, 48))
 
@@ -186,8 +187,9 @@ def test_one_block_is_shared_by_rows_of_the_weights(blas_takes_small_gemms):
     lib = tessera.build(mod, target="blas")
     (kernel,) = [f for gv, f in lib.ir_mod.items() if gv.name_hint.startswith("tsgen_default_blas")]
     assert [b.size for b in workspace_params(kernel)] == [256 * 9 * 49]
-    (loop,) = [s for s in S.walk_stmts(kernel.body) if isinstance(s, S.For) and s.kind is S.ForKind.PARALLEL]
+    loop, *tail = [s for s in S.walk_stmts(kernel.body) if isinstance(s, S.For) and s.kind is S.ForKind.PARALLEL]
     assert loop.loop_var.name == "part" and loop.extent.value == 4
+    assert not tail  # the bias and ReLU after the call, 12 K elements: too little for a second thread
     (source,) = _blas_sources(lib)
     assert "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, 49, 2304" in source
     _same_as_host_at_1_and_2_threads(lib, mod, (1, 256, 7, 7))

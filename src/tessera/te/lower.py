@@ -376,10 +376,11 @@ class _Lowering:
             return S.seq()
         buf = self.buffers[id(op)]
         index = tuple(a.var for a in op.axes)
-        # stages computed per iteration of an extern's loops, or updating its result in place, run on
-        # one thread like the extern (a library call may use threads of its own)
+        # stages computed per iteration of an extern's loops run on one thread, like the extern (the
+        # caller says so); a stage updating its result in place runs after the call, on all threads
+        # when it is big (a GEMM's bias and ReLU over 351 K elements, ShuffleNet, ran on one)
         updates_extern = any(op is tail for tail in self.in_place.values())
-        work = stage_work(op) if parallel and not updates_extern else 0
+        work = stage_work(op) if parallel else 0
         if not isinstance(op.body, Reduce):
             value = self._simplified(op, self.expand(op.body))
             axes = self._ordered_axes(op)
