@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,6 +18,7 @@ from tessera.runtime.thread_choice import (EXPLORE_EVERY, EXPLORE_RAREST, EXPLOR
                                            ThreadChoice)
 
 MS = 1e-3  # a run's seconds
+SRC = str(Path(tessera.__file__).resolve().parents[1])
 
 
 def _runs(choice: ThreadChoice, seconds: dict[int, float], n: int) -> list[int]:
@@ -107,3 +113,16 @@ def test_a_module_gives_the_same_outputs_at_whichever_count_it_chooses():
     for _ in range(2 * WARM_UP + 2):  # runs at both counts
         np.testing.assert_array_equal(adaptive(x)[0], reference)
     assert adaptive.threads_chosen in (1, 2)
+
+
+def test_without_a_thread_count_runs_choose_between_openmps_and_one(tmp_path):
+    """OpenMP's default count (here OMP_NUM_THREADS=3) is chosen against one thread like any other."""
+    lib, _ = _depthwise()
+    path = lib.export_library(tmp_path / "model.tar")
+    code = (f"import tessera; lib = tessera.load_module({str(path)!r}); gm = tessera.GraphModule(lib); "
+            "print(gm.threads_chosen, gm._thread_choice.counts)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+    env.update(PYTHONPATH=SRC, OMP_NUM_THREADS="3")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", "(3,", "1)"]
