@@ -185,3 +185,26 @@ def test_topk_onnx_needs_constant_k() -> None:
     actual = TesseraBackend.prepare(model).run([x, k])
     for e, a in zip(expected, actual):
         np.testing.assert_array_equal(a, e)
+
+
+@pytest.mark.parametrize("n", [32, 47, 100])
+def test_a_sum_along_the_last_axis_keeps_vector_partial_sums_on_a_host(n):
+    """Partial sums, lane by lane (te.compute's `partial_sums`), then the rest of the row: the same sum to
+    rounding, for rows of whole vectors and rows with a rest."""
+    x = np.random.default_rng(n).standard_normal((3, 5, n)).astype(np.float32)
+    var = relay.Var("x", relay.TensorType(x.shape, "float32"))
+    mod = relay.IRModule.from_expr(relay.Function((var,), red.mean(var, axes=(2,))))
+    lib = tessera.build(mod, target="c -mcpu=x86-64-v3")
+    assert "mean_sum_lanes[16]" in "".join(lib.c_sources.values())
+    np.testing.assert_allclose(lib(x)[0], x.astype(np.float64).mean(axis=2), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(("target", "axes"), [("c -mcpu=x86-64-v3", (1,)), ("c -mcpu=cortex-m4", (2,))])
+def test_other_sums_keep_one_accumulator(target, axes):
+    """A sum along an axis that is not the last (its elements are not contiguous), or for a core without
+    float vectors, keeps its one accumulator (and Cortex-M its C)."""
+    var = relay.Var("x", relay.TensorType((3, 40, 40), "float32"))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((var,), red.sum(var, axes=axes))), target=target,
+                        executor="aot")
+    kernels = "".join(f.text for f in lib.sources())
+    assert "sum_acc" in kernels and "_lanes[" not in kernels

@@ -423,13 +423,41 @@ class _Lowering:
             return self._arg_reduce(op, reduce, source, inner, buf, index)
         acc_buf = Buffer(f"{op.name}_acc", (1,), reduce.source.dtype, Scope.LOCAL)
         acc = E.BufferLoad(acc_buf, zero, acc_buf.dtype)
-        update = loop_nest(inner, S.BufferStore(acc_buf, _combine(reduce, acc, source), zero))
+        lanes = op.partial_sums
+        if lanes and reduce.combiner is Combiner.SUM and inner and inner[-1].extent >= 2 * lanes:
+            update = self._partial_sums(op, source, inner, acc_buf, lanes)
+        else:
+            update = loop_nest(inner, S.BufferStore(acc_buf, _combine(reduce, acc, source), zero))
         body = S.seq(
             S.BufferStore(acc_buf, _init_value(reduce), zero),
             update,
             self._store_result(op, acc, buf, index),
         )
         return S.Allocate(acc_buf, body)
+
+    @staticmethod
+    def _partial_sums(op: ComputeOp, source: E.PrimExpr, inner: list[IterVar], acc_buf: Buffer,
+                      lanes: int) -> S.Stmt:
+        """`acc += source` over the reduce axes `inner`, the innermost split into `lanes` partial sums
+        (see `te.compute`'s `partial_sums`): whole vectors first, then the rest into `acc`."""
+        zero = (E.IntImm(0),)
+        r = inner[-1]
+        part = Buffer(f"{op.name}_lanes", (lanes,), acc_buf.dtype, Scope.LOCAL)
+        step, lane, rest = (E.Var(f"{r.name}_{n}", "int32") for n in ("step", "lane", "rest"))
+        whole = r.extent // lanes
+        at_lane = (lane,)
+        add_lane = S.BufferStore(part, E.add(E.BufferLoad(part, at_lane, part.dtype),
+                                             substitute(source, {r.var: E.add(E.mul(step, lanes), lane)})), at_lane)
+        acc = E.BufferLoad(acc_buf, zero, acc_buf.dtype)
+        vectors = S.For(step, E.IntImm(whole), S.For(lane, E.IntImm(lanes), add_lane, S.ForKind.SERIAL))
+        tail = (S.For(rest, E.IntImm(r.extent - whole * lanes),
+                      S.BufferStore(acc_buf, E.add(acc, substitute(source, {r.var: E.add(rest, whole * lanes)})),
+                                    zero), S.ForKind.SERIAL)
+                if r.extent % lanes else S.seq())
+        zero_lane = S.For(lane, E.IntImm(lanes), S.BufferStore(part, E.const(0, part.dtype), at_lane))
+        merge = S.For(lane, E.IntImm(lanes), S.BufferStore(acc_buf, E.add(acc, E.BufferLoad(part, at_lane, part.dtype)),
+                                                          zero))
+        return S.Allocate(part, S.seq(zero_lane, loop_nest(inner[:-1], S.seq(vectors, tail)), merge))
 
     def _accumulate_tile(
         self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr, inner: list[IterVar],

@@ -92,6 +92,7 @@ class ComputeOp:
     unroll: tuple[str, ...] = ()  # axis names whose loops the C compiler should unroll fully
     checks: tuple[Check, ...] = ()  # conditions on the operands, tested before computing
     split_bounds: bool = False  # split the innermost loop where a guarded select's bounds tests change
+    partial_sums: int = 0  # a sum's innermost reduce loop keeps this many partial sums (vector lanes)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -177,6 +178,7 @@ def compute(
     unroll: Sequence[str] = (),
     checks: Sequence[Check] = (),
     split_bounds: bool = False,
+    partial_sums: int = 0,
 ) -> Tensor:
     """A tensor whose element at index `i` is `fcompute(*i)`.
 
@@ -188,6 +190,12 @@ def compute(
     `check`) guard the operands. `split_bounds`: a value that is a guarded
     select testing bounds on the innermost axis (padding) is stored by
     loops split where the tests change, without tests (see loop_shapes.py).
+    `partial_sums`: a sum whose spatial loops all run outside its reduction
+    adds its innermost reduce axis into this many partial sums, lane by
+    lane, and adds them up at the end. gcc may not reassociate float
+    additions, so a single accumulator is a chain of dependent adds, one
+    element per add's latency; the partial sums are a vector's lanes. The
+    order of the additions changes, so the rounding does.
     """
     names = list(axis_names) if axis_names is not None else [f"i{k}" for k in range(len(shape))]
     if len(names) != len(shape):
@@ -206,7 +214,7 @@ def compute(
         if set(order) != known or len(order) != len(known):
             raise ValueError(f"loop_order {order} must list exactly the axes {sorted(known)}")
     return Tensor(ComputeOp(name, axes, body, order, materialize, register_tile, tuple(unroll), tuple(checks),
-                            split_bounds))
+                            split_bounds, partial_sums))
 
 
 def check(shape: Sequence[int], fcond: Callable[..., E.ExprLike], status: int, name: str = "c") -> Check:
