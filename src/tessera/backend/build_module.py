@@ -29,6 +29,8 @@ from ..transform.pass_infra import Pass, PassContext, Sequential
 from ..transform.quantize_to_integer import QuantizeToInteger
 from ..transform.recognise_activations import RecogniseActivations
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
+from ..transform.split_dilated_conv import SplitDilatedConv
+from ..transform.trim_conv_taps import TrimConvTaps
 from ..op.annotation import HOST
 from ..op.tuning_log import Config, Workload
 from ..transform.annotate_target import RemovePins, check_pins
@@ -72,7 +74,7 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
 def optimize_pipeline() -> Sequential:
     return Sequential(
         [InferType(), DeadCodeElimination(), QuantizeToInteger(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
-         FoldConstant(), RecogniseActivations()],
+         FoldConstant(), TrimConvTaps(), SplitDilatedConv(), RecogniseActivations()],
         name="optimize",
     )
 

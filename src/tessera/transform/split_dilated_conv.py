@@ -1,0 +1,127 @@
+"""SplitDilatedConv: a sparsely reaching dilated convolution as a sum of one-tap (pointwise) convolutions.
+
+When the dilation is large against the map, each tap reads the input for only a few outputs: in
+DeepLabV3's ASPP (3x3, dilation 12, padding 12, on 14x14) the centre tap reads it everywhere, the
+edge taps for two rows or columns, the corner taps for 2x2 outputs, 324 of 9 x 196 tap-positions.
+`conv_regions` splits such a convolution into per-tap pieces inside one kernel, but each piece reads
+its tap's weights out of the OIHW weight (a stride of kh*kw floats): the nine pieces stream the whole
+weight (2.4 MB at 256 channels, beyond L2) nine times, and the kernel ran 2x onnxruntime's.
+
+Here the weight is a constant, so each tap's weights are sliced out at compile time, contiguous:
+tap k reaches the input for the outputs of `tap_pieces` (a box, the product of one span per dim),
+and there the convolution is a pointwise one of the input's box those outputs read (a strided
+slice), with the tap's (out, in/groups) weights. The pieces, zero-padded to the output's shape
+(a piece covering the whole output is not), are summed, the largest first; bias and activation
+follow as before. The piece covering the whole map (ASPP's centre tap) runs as any 1x1 convolution.
+
+A convolution is split only when its taps reach the input for at most MAX_REACHING of its
+tap-positions and it has at most MAX_PIECES pieces: where most taps read the map, its own schedule
+(one kernel, no sums) does better. `TrimConvTaps` runs first, so a dim none of whose outer taps
+reaches the input has already lost them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ..op import elemwise
+from ..op.nn.conv import CONV_BY_RANK, ConvAttrs
+from ..op.nn.conv_regions import DimGeometry, Span, tap_pieces
+from ..op.transform import strided_slice
+from ..op.transform_pad import pad
+from ..relay.expr import Call, Constant, Expr, Function
+from ..relay.module import IRModule
+from ..relay.ty import TensorType
+from ..relay.visitor import rewrite
+from .infer_type import infer_function
+from .pass_infra import FunctionPass, PassContext
+
+_CONVS = frozenset(CONV_BY_RANK.values())
+# split when the taps reach the input for at most this fraction of kernel taps x outputs (ASPP's
+# dilation 12 on 14x14: 0.18; dilation 12 on 28x28, 0.51, keeps its schedule)
+MAX_REACHING = 1 / 3
+MAX_PIECES = 9  # kernels a split adds, one per piece
+
+
+def _dims(attrs: ConvAttrs, kernel: tuple[int, ...], in_spatial: tuple[int, ...],
+          out_spatial: tuple[int, ...]) -> list[DimGeometry]:
+    return [DimGeometry(in_spatial[k], out_spatial[k], kernel[k], attrs.strides[k], attrs.dilation[k],
+                        attrs.padding[k]) for k in range(len(kernel))]
+
+
+def split_pieces(attrs: ConvAttrs, kernel: tuple[int, ...], in_spatial: tuple[int, ...],
+                 out_spatial: tuple[int, ...]) -> list[tuple[Span, ...]] | None:
+    """The pieces of a convolution worth splitting (one span of one tap per dim), the largest first;
+    None to keep it whole (undilated, or reaching the input too often, see the module doc)."""
+    if all(d == 1 for d in attrs.dilation):
+        return None
+    dims = _dims(attrs, kernel, in_spatial, out_spatial)
+    pieces = list(itertools.product(*(tap_pieces(dim) for dim in dims)))
+    reaching = sum(math.prod(span.size for span in piece) for piece in pieces)
+    if not pieces or len(pieces) > MAX_PIECES or reaching > MAX_REACHING * math.prod(kernel) * math.prod(out_spatial):
+        return None
+    return sorted(pieces, key=lambda piece: -math.prod(span.size for span in piece))  # stable: tap order on ties
+
+
+def _piece(x: Expr, x_type: TensorType, weight: np.ndarray, op: object, attrs: ConvAttrs, dims: list[DimGeometry],
+           piece: tuple[Span, ...]) -> Expr:
+    """The pointwise convolution of `piece`, padded with zeros to the whole output."""
+    first = [dim.first_input(span) for dim, span in zip(dims, piece)]
+    last = [f + (span.size - 1) * dim.stride for f, dim, span in zip(first, dims, piece)]
+    whole = all(f == 0 and l == dim.size - 1 and dim.stride == 1 for f, l, dim in zip(first, last, dims))
+    if not whole:
+        lead = x_type.ndim - len(dims)
+        x = strided_slice(x, begin=(0,) * lead + tuple(first), end=(*x_type.shape[:lead], *(l + 1 for l in last)),
+                          strides=(1,) * lead + tuple(dim.stride for dim in dims))
+    taps = tuple(slice(span.tap_start, span.tap_stop) for span in piece)
+    tap_weight = Constant(np.ascontiguousarray(weight[(slice(None), slice(None), *taps)]))
+    d = len(dims)
+    pointwise = ConvAttrs(strides=(1,) * d, padding=(0,) * (2 * d), dilation=(1,) * d, groups=attrs.groups)
+    out: Expr = Call(op, (x, tap_weight), pointwise)  # type: ignore[arg-type]
+    widths = tuple((span.start, dim.out - span.stop) for dim, span in zip(dims, piece))
+    if any(before or after for before, after in widths):
+        zero = Constant(np.zeros((), dtype=weight.dtype))
+        out = pad(out, zero, pad_width=((0, 0),) * (x_type.ndim - d) + widths, mode="constant")
+    return out
+
+
+def _split(old: Call, new: Call) -> Expr | None:
+    """`new` (`old` with rewritten arguments; the types are read from `old`) as a sum of pieces, or None."""
+    if new.op not in _CONVS or not isinstance(new.args[1], Constant) or not isinstance(new.attrs, ConvAttrs):
+        return None
+    x_type, out = old.args[0].checked_type_, old.checked_type_
+    if not (isinstance(x_type, TensorType) and isinstance(out, TensorType)):
+        return None
+    weight = new.args[1].data
+    kernel, in_spatial, out_spatial = tuple(weight.shape[2:]), tuple(x_type.shape[2:]), tuple(out.shape[2:])
+    pieces = split_pieces(new.attrs, kernel, in_spatial, out_spatial)
+    if pieces is None:
+        return None
+    dims = _dims(new.attrs, kernel, in_spatial, out_spatial)
+    total: Expr | None = None
+    for piece in pieces:
+        term = _piece(new.args[0], x_type, weight, new.op, new.attrs, dims, piece)
+        total = term if total is None else elemwise.add(total, term)
+    return total
+
+
+def split_dilated_convs(func: Function, mod: IRModule | None = None) -> Function:
+    """`func` with every sparsely reaching constant-weight dilated convolution split (module doc)."""
+    def visit(old: Expr, new: Expr) -> Expr | None:
+        return _split(old, new) if isinstance(old, Call) and isinstance(new, Call) else None
+
+    out = rewrite(func, visit, into_functions=False)
+    return func if out is func else infer_function(out, mod)
+
+
+class SplitDilatedConv(FunctionPass):
+    """Runs `split_dilated_convs` on every function."""
+
+    name = "SplitDilatedConv"
+    opt_level = 1
+
+    def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
+        return split_dilated_convs(func, mod)
