@@ -30,9 +30,8 @@ import numpy as np
 from ..op import elemwise
 from ..op.nn.conv import CONV_BY_RANK, ConvAttrs
 from ..op.nn.conv_regions import DimGeometry, Span, tap_pieces
-from ..op.nn.matmul import matmul
 from ..op.registry import Op
-from ..op.transform import reshape, strided_slice, transpose
+from ..op.transform import strided_slice
 from ..op.transform_pad import pad
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
@@ -40,6 +39,7 @@ from ..relay.ty import TensorType
 from ..relay.visitor import rewrite
 from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
+from .pointwise_products import pointwise_product
 
 _CONVS = frozenset(CONV_BY_RANK.values())
 # split when the taps reach the input for at most this fraction of kernel taps x outputs (ASPP's
@@ -76,15 +76,11 @@ def _pointwise(x: Expr, weight: np.ndarray, op: Op, groups: int, box: tuple[int,
     """The pointwise convolution of `x` (a box of the input) with `weight` (out, in/groups, 1, ...): as a
     matrix product with the positions as rows when the box is so small that a convolution's tiles (16 or
     more positions wide) would mostly compute nothing."""
-    positions = math.prod(box)
-    out_channels, in_channels = weight.shape[:2]
-    if groups > 1 or positions >= MATMUL_BELOW:
+    if groups > 1 or math.prod(box) >= MATMUL_BELOW:
         d = len(box)
         attrs = ConvAttrs(strides=(1,) * d, padding=(0,) * (2 * d), dilation=(1,) * d, groups=groups)
         return Call(op, (x, Constant(np.ascontiguousarray(weight))), attrs)
-    rows = transpose(reshape(x, newshape=(batch, in_channels, positions)), axes=(0, 2, 1))
-    product = matmul(rows, Constant(np.ascontiguousarray(weight.reshape(out_channels, in_channels).T)))
-    return reshape(transpose(product, axes=(0, 2, 1)), newshape=(batch, out_channels, *box))
+    return pointwise_product(x, weight, box, batch)
 
 
 def _piece(x: Expr, x_type: TensorType, weight: np.ndarray, op: Op, groups: int, dims: list[DimGeometry],
