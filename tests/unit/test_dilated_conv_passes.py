@@ -1,5 +1,6 @@
 """TrimConvTaps and SplitDilatedConv: dilated convolutions whose taps mostly read padding, trimmed to their
-reaching taps or split into pointwise pieces; before/after IR and numerics against NumPy and onnxruntime."""
+reaching taps or split into pointwise pieces; PointwiseConvOnVectors: pointwise convolutions of one-position
+maps as matrix products. Before/after IR and numerics against NumPy and onnxruntime."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tessera.testing.aspp import aspp_head
 from tessera.testing.isa import require_level
 from tessera.testing.models import ort_session
 from tessera.transform import InferType
+from tessera.transform.pointwise_products import pointwise_convs_on_vectors
 from tessera.transform.split_dilated_conv import MAX_PIECES, split_dilated_convs, split_pieces
 from tessera.transform.trim_conv_taps import reaching_taps, trim_conv_taps, trimmed_attrs
 
@@ -156,3 +158,36 @@ def test_aspp_head_matches_onnxruntime(target: str) -> None:
     mod, params = from_onnx(model)
     out = tessera.build(mod, target=target, params=params)(x)[0]
     np.testing.assert_allclose(out, ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_pointwise_convolution_of_a_pooled_vector_becomes_a_product() -> None:
+    mod, _, _ = conv_module((2, 16, 1, 1), 24, (1, 1), (1, 1), (1, 1), (0,) * 4)
+    after = InferType()(relay.IRModule.from_expr(pointwise_convs_on_vectors(mod.main, mod)))
+    assert not calls(after, conv.conv2d)
+    (product,) = calls(after, matmul)
+    assert product.args[1].checked_type.shape == (16, 24)  # the weight, transposed at compile time
+    assert after.main.checked_type == mod.main.checked_type
+
+
+@pytest.mark.parametrize("shape, kernel, padding, groups", [
+    ((1, 16, 2, 1), (1, 1), (0,) * 4, 1),  # two positions
+    ((1, 16, 1, 1), (1, 1), (0,) * 4, 4),  # grouped
+    ((1, 16, 1, 1), (3, 3), (1,) * 4, 1),  # not pointwise (TrimConvTaps makes it so first, in the pipeline)
+])
+def test_other_convolutions_stay(shape, kernel, padding, groups) -> None:
+    mod, _, _ = conv_module(shape, 8, kernel, (1, 1), (1, 1), padding, groups)
+    assert pointwise_convs_on_vectors(mod.main, mod) is mod.main
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 1, 1), (3, 16, 1, 1), (2, 16, 1)])
+def test_pointwise_convolutions_of_vectors_match_numpy(shape) -> None:
+    d = len(shape) - 2
+    mod, weight, attrs = conv_module(shape, 24, (1,) * d, (1,) * d, (1,) * d, (0,) * (2 * d))
+    check_numerics(mod, weight, attrs, shape)
+
+
+def test_a_padded_3x3_on_a_pooled_vector_is_trimmed_then_a_product() -> None:
+    # the pipeline: TrimConvTaps leaves the centre tap, PointwiseConvOnVectors makes it a product
+    mod, weight, attrs = conv_module((1, 8, 1, 1), 8, (3, 3), (1, 1), (1, 1), (1,) * 4)
+    check_numerics(mod, weight, attrs, (1, 8, 1, 1))
+    assert trimmed_attrs(attrs, (3, 3), (1, 1), (1, 1)) is not None
