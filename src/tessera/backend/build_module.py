@@ -27,6 +27,7 @@ from ..transform.int8_layout import Int8Layout
 from ..transform.pack_gemm_weights import PackGemmWeights
 from ..transform.pass_infra import Pass, PassContext, Sequential
 from ..transform.pointwise_products import PointwiseConvOnVectors
+from ..transform.pooled_branch_bias import PooledBranchAsBias
 from ..transform.quantize_to_integer import QuantizeToInteger
 from ..transform.recognise_activations import RecogniseActivations
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
@@ -75,8 +76,8 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
 def optimize_pipeline() -> Sequential:
     return Sequential(
         [InferType(), DeadCodeElimination(), QuantizeToInteger(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
-         FoldConstant(), TrimConvTaps(), SplitDilatedConv(), PointwiseConvOnVectors(),
-         RecogniseActivations()],
+         FoldConstant(), TrimConvTaps(), SplitDilatedConv(), PooledBranchAsBias(),
+         PointwiseConvOnVectors(), RecogniseActivations()],
         name="optimize",
     )
 
