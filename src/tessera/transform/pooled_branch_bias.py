@@ -89,8 +89,8 @@ def _as_bias(old: Call, new: Call) -> Expr | None:
         return Call(new.op, (x, Constant(w)), new.attrs)
 
     total = conv_of(kept)
-    for vector in vectors:
-        total = elemwise.add(total, conv_of([vector]))
+    for pooled in vectors:
+        total = elemwise.add(total, conv_of([pooled]))
     return total
 
 
