@@ -1,6 +1,7 @@
 """TrimConvTaps and SplitDilatedConv: dilated convolutions whose taps mostly read padding, trimmed to their
 reaching taps or split into pointwise pieces; PointwiseConvOnVectors: pointwise convolutions of one-position
-maps as matrix products. Before/after IR and numerics against NumPy and onnxruntime."""
+maps as matrix products; PooledBranchAsBias: a projection's broadcast inputs as a bias (DeepLabV3's ASPP head
+uses all four). Before/after IR and numerics against NumPy and onnxruntime."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tessera.testing.isa import require_level
 from tessera.testing.models import ort_session
 from tessera.transform import InferType
 from tessera.transform.pointwise_products import pointwise_convs_on_vectors
+from tessera.transform.pooled_branch_bias import pooled_branches_as_bias
 from tessera.transform.split_dilated_conv import MAX_PIECES, split_dilated_convs, split_pieces
 from tessera.transform.trim_conv_taps import reaching_taps, trim_conv_taps, trimmed_attrs
 
@@ -191,3 +193,47 @@ def test_a_padded_3x3_on_a_pooled_vector_is_trimmed_then_a_product() -> None:
     mod, weight, attrs = conv_module((1, 8, 1, 1), 8, (3, 3), (1, 1), (1, 1), (1,) * 4)
     check_numerics(mod, weight, attrs, (1, 8, 1, 1))
     assert trimmed_attrs(attrs, (3, 3), (1, 1), (1, 1)) is not None
+
+
+def pooled_projection(batch: int = 1, pooled_first: bool = False) -> tuple[relay.IRModule, list[np.ndarray]]:
+    """conv1x1(concat(a, b, broadcast_to(v)), W) over a 5x6 map (v first with `pooled_first`), and its operands."""
+    rng = np.random.default_rng(2)
+    a = relay.Var("a", relay.TensorType((batch, 4, 5, 6), "float32"))
+    b = relay.Var("b", relay.TensorType((batch, 3, 5, 6), "float32"))
+    v = relay.Var("v", relay.TensorType((batch, 2, 1, 1), "float32"))
+    weight = rng.standard_normal((7, 9, 1, 1)).astype(np.float32)
+    spread = tf.broadcast_to(v, shape=(batch, 2, 5, 6))
+    parts = [spread, a, b] if pooled_first else [a, b, spread]
+    body = conv.conv2d(tf.concatenate(*parts, axis=1), relay.const(weight), strides=(1, 1), padding=(0,) * 4,
+                       dilation=(1, 1))
+    mod = InferType()(relay.IRModule.from_expr(relay.Function((a, b, v), body)))
+    inputs = [rng.standard_normal(p.checked_type.shape).astype(np.float32) for p in mod.main.params]
+    return mod, [weight, *inputs]
+
+
+def test_the_pooled_branch_of_a_projection_becomes_a_bias() -> None:
+    mod, _ = pooled_projection()
+    after = InferType()(relay.IRModule.from_expr(pooled_branches_as_bias(mod.main, mod)))
+    assert not calls(after, tf.broadcast_to)
+    shapes = sorted(c.args[1].checked_type.shape for c in calls(after, conv.conv2d))
+    assert shapes == [(7, 2, 1, 1), (7, 7, 1, 1)]  # the vector's columns; those of the concatenated maps
+    (cat,) = calls(after, tf.concatenate)
+    assert len(cat.args) == 2
+    assert after.main.checked_type == mod.main.checked_type
+
+
+def test_a_projection_without_broadcast_inputs_stays() -> None:
+    x = relay.Var("x", relay.TensorType((1, 4, 5, 6), "float32"))
+    w = relay.const(np.ones((3, 8, 1, 1), np.float32))
+    body = conv.conv2d(tf.concatenate(x, x, axis=1), w, strides=(1, 1), padding=(0,) * 4, dilation=(1, 1))
+    mod = InferType()(relay.IRModule.from_expr(relay.Function((x,), body)))
+    assert pooled_branches_as_bias(mod.main, mod) is mod.main
+
+
+@pytest.mark.parametrize("batch, pooled_first", [(1, False), (2, True)])
+def test_pooled_projections_match_numpy(batch: int, pooled_first: bool) -> None:
+    mod, (weight, a, b, v) = pooled_projection(batch, pooled_first)
+    out = tessera.build(mod)(a, b, v)[0]
+    spread = np.broadcast_to(v, (batch, 2, 5, 6))
+    cat = np.concatenate([spread, a, b] if pooled_first else [a, b, spread], axis=1)
+    np.testing.assert_allclose(out, np.einsum("nchw,oc->nohw", cat, weight[:, :, 0, 0]), rtol=1e-4, atol=1e-4)
