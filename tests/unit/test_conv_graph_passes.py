@@ -139,6 +139,7 @@ def test_split_runs_the_centre_as_one_pointwise_convolution_and_corners_as_produ
 
 @pytest.mark.parametrize("shape, kernel, strides, dilation, padding, groups", [
     ((1, 16, 14, 14), (3, 3), (1, 1), (12, 12), (12,) * 4, 1),  # ASPP's: centre, edges, corners
+    ((2, 8, 14, 14), (3, 3), (1, 1), (12, 12), (12,) * 4, 1),  # batched: the corners' products take two images
     ((2, 8, 14, 14), (3, 3), (1, 1), (12, 12), (12,) * 4, 2),  # batched, grouped (corners as convolutions)
     ((1, 6, 14, 13), (3, 3), (1, 1), (11, 12), (13, 10, 9, 14), 1),  # asymmetric pads
     ((1, 6, 27, 27), (3, 3), (2, 2), (20, 20), (20,) * 4, 1),  # stride 2 with dilation
