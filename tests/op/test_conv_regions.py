@@ -18,6 +18,12 @@ from tessera.op.nn.conv_schedule import ConvGeometry
 from tessera.testing.aspp import aspp_head
 from tessera.testing.models import ort_session
 from tessera.testing.scratch import largest_scratch
+from tessera.transform import PassContext
+from tessera.transform.split_dilated_conv import SplitDilatedConv
+from tessera.transform.trim_conv_taps import TrimConvTaps
+
+# the graph passes that trim and split dilated convolutions off: these tests run the convolution op's own paths
+OP_PATHS = PassContext(disabled_pass=(TrimConvTaps.name, SplitDilatedConv.name))
 
 
 def conv_model(c: int, oc: int, hw: tuple[int, int], k: int, dilation: int | tuple[int, int], pads: tuple[int, ...],
@@ -40,7 +46,7 @@ def conv_model(c: int, oc: int, hw: tuple[int, int], k: int, dilation: int | tup
 def check_against_onnxruntime(model: onnx.ModelProto, shape: tuple[int, ...]) -> None:
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     mod, params = from_onnx(model)
-    out = tessera.build(mod, params=params)(x)[0]
+    out = tessera.build(mod, params=params, ctx=OP_PATHS)(x)[0]
     ref = ort_session(model).run(None, {"x": x})[0]
     assert out.shape == ref.shape
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
@@ -104,7 +110,7 @@ def test_dilated_scratch_is_a_small_multiple_of_the_input(dilation: int, bound: 
     at 2048 channels) and computed rows 86 wide. Now its scratch is the input's taps and the output tiles."""
     channels = 64
     model = conv_model(channels, channels, (14, 14), 3, dilation, (dilation,) * 4)
-    size, buffers = largest_scratch(model, f"c -mcpu={level}")
+    size, buffers = largest_scratch(model, f"c -mcpu={level}", OP_PATHS)
     input_bytes = channels * 14 * 14 * 4
     assert size <= bound * input_bytes, (size / input_bytes, buffers)
     assert all(shape[-1] <= 16 for _, shape in buffers if len(shape) == 6), buffers  # no 86-wide planes
@@ -118,7 +124,7 @@ def test_strided_conv_copies_only_the_phases_it_reads(k: int, dilation: int, str
     that phase alone: a 1x1 convolution of stride 2 copies a quarter of its input, not all of it."""
     model = conv_model(8, 16, (16, 15), k, dilation, pads, strides)
     check_against_onnxruntime(model, (1, 8, 16, 15))
-    _, buffers = largest_scratch(model)
+    _, buffers = largest_scratch(model, ctx=OP_PATHS)
     planes = [shape for name, shape in buffers if name.startswith("planes")]
     assert planes and all(shape[2:4] == (1, 1) for shape in planes), buffers
 

@@ -21,6 +21,12 @@ from tessera.op.nn.conv_slices import DepthPlan, plan_depth
 from tessera.target.simd import missing_level_features
 from tessera.testing.models import ort_session
 from tessera.testing.scratch import largest_scratch
+from tessera.transform import PassContext
+from tessera.transform.split_dilated_conv import SplitDilatedConv
+from tessera.transform.trim_conv_taps import TrimConvTaps
+
+# the graph passes that trim and split dilated convolutions off: these tests run the convolution op's own paths
+OP_PATHS = PassContext(disabled_pass=(TrimConvTaps.name, SplitDilatedConv.name))
 
 
 def conv_model(c: int, oc: int, spatial: tuple[int, ...], k: int, dilation: tuple[int, ...], pads: tuple[int, ...],
@@ -57,7 +63,7 @@ def sliced(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 def check_against_onnxruntime(model: onnx.ModelProto, shape: tuple[int, ...], target: str = "c") -> None:
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     mod, params = from_onnx(model)
-    out = tessera.build(mod, target=target, params=params)(x)[0]
+    out = tessera.build(mod, target=target, params=params, ctx=OP_PATHS)(x)[0]
     ref = ort_session(model).run(None, {"x": x})[0]
     assert out.shape == ref.shape
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
@@ -177,7 +183,7 @@ def test_dilated_conv1d_scratch_does_not_grow_with_the_dilation(dilation: int, l
     (7x the input). The regions' scratch is mostly their output tiles (positions rounded up to whole tiles)."""
     channels, length = 64, 32
     model = conv_model(channels, channels, (length,), 3, (dilation,), (dilation,) * 2, (1,))
-    size, buffers = largest_scratch(model, f"c -mcpu={level}")
+    size, buffers = largest_scratch(model, f"c -mcpu={level}", OP_PATHS)
     assert size <= 4.5 * channels * length * 4, (size / (channels * length * 4), buffers)
     assert not any(name.startswith("pad") for name, _ in buffers), buffers
 
@@ -196,10 +202,10 @@ def test_dilated_conv3d_scratch_against_the_tiled_schedule(monkeypatch: pytest.M
     channels, side = 32, 12
     target = f"c -mcpu={level}"
     model = conv_model(channels, channels, (side,) * 3, 3, (dilation,) * 3, (dilation,) * 6, (1, 1, 1))
-    sliced, buffers = largest_scratch(model, target)
+    sliced, buffers = largest_scratch(model, target, OP_PATHS)
     assert not any(name.startswith("pad") for name, _ in buffers), buffers
     monkeypatch.setattr(conv_module, "sliced_conv", lambda *args: None)
-    tiled, tiled_buffers = largest_scratch(model, target)
+    tiled, tiled_buffers = largest_scratch(model, target, OP_PATHS)
     assert any(name.startswith("pad") for name, _ in tiled_buffers), tiled_buffers
     assert sliced <= bound * tiled, (sliced / tiled, buffers, tiled_buffers)
     if dilation >= 12:

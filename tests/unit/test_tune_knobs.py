@@ -37,9 +37,11 @@ CONV_WEIGHT = np.random.default_rng(0).standard_normal((16, 8, 3, 3)).astype(np.
 MATMUL_B = np.random.default_rng(1).standard_normal((40, 48)).astype(np.float32)
 
 
-def dilated_conv(dilation: int = 6) -> relay.IRModule:
-    """A 3x3 convolution and ReLU whose dilation leaves most taps reading padding (as in an ASPP head)."""
-    x = relay.Var("x", relay.TensorType((1, 8, 9, 11), "float32"))
+def dilated_conv(dilation: int = 6, size: tuple[int, int] = (9, 11)) -> relay.IRModule:
+    """A 3x3 convolution and ReLU whose dilation leaves most taps reading padding (as in an ASPP head).
+    (Where the outer taps reach the image for few outputs, as dilation 12 on 9 x 11, the graph passes
+    TrimConvTaps and SplitDilatedConv take the convolution before its region plans.)"""
+    x = relay.Var("x", relay.TensorType((1, 8, *size), "float32"))
     y = conv.conv2d(x, relay.const(CONV_WEIGHT), strides=(1, 1), padding=(dilation,) * 4,
                     dilation=(dilation, dilation))
     return relay.IRModule.from_expr(relay.Function((x,), relu(y)))
@@ -163,17 +165,17 @@ def test_tuning_into_a_corrupt_log_fails_and_keeps_the_file(tmp_path):
 # ------------------------------------------------------------------ knobs the kernels declare (no C compiler)
 
 
-@pytest.mark.parametrize("dilation, splits", [(6, False), (12, True)])
-def test_a_dilated_convolution_offers_its_region_plans_with_the_cost_models_default(dilation, splits):
-    tasks = {t.workload.op: t for t in extract_tasks(dilated_conv(dilation), "c")}
+@pytest.mark.parametrize("dilation, size, splits", [(6, (9, 11), False), (12, (20, 22), True)])
+def test_a_dilated_convolution_offers_its_region_plans_with_the_cost_models_default(dilation, size, splits):
+    tasks = {t.workload.op: t for t in extract_tasks(dilated_conv(dilation, size), "c")}
     regions = tasks["conv2d_regions"]
     plans = [c["plan"] for c in regions.choice.candidates]
     assert 0 in plans and len(plans) >= 3  # the one-plane schedule and at least two splits
     assert regions.choice.default in regions.choice.candidates
     # the estimate keeps one plane for 8 channels at dilation 6 (the tuner may still find a split faster),
-    # and splits at dilation 12, where most taps of a 9 x 11 image read padding
+    # and splits at dilation 12, where most taps of a 20 x 22 image read padding
     assert (regions.choice.default != {"plan": 0}) == splits
-    assert regions.choice.work == 16 * 9 * 11 * 8 * 9  # multiply-adds of the whole convolution
+    assert regions.choice.work == 16 * size[0] * size[1] * 8 * 9  # multiply-adds of the whole convolution
 
 
 def test_undilated_convolutions_have_no_region_knob():
@@ -244,7 +246,7 @@ def test_every_region_plan_the_log_may_pick_builds_the_same_convolution():
 
 
 def test_a_log_of_another_cpu_leaves_the_build_untuned_and_byte_identical():
-    mod = dilated_conv(12)
+    mod = dilated_conv(12, (20, 22))
     (task,) = [t for t in extract_tasks(mod, "c") if t.workload.op == "conv2d_regions"]
     other = next(dict(c) for c in task.choice.candidates if c != task.choice.default)
     log = TuningLog([Record(task.workload, other, 1e-9, "c", cpu="Some Other CPU (x86-64-v2)")])
@@ -290,12 +292,12 @@ def test_tessera_compile_says_when_the_log_is_from_another_cpu(tmp_path, capsys)
 
     conv_node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[12] * 4, dilations=[12, 12])
     graph = helper.make_graph([conv_node], "dilated", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                                     [1, 8, 9, 11])],
+                                                                                     [1, 8, 20, 22])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(CONV_WEIGHT, "w")])
     model = tmp_path / "dilated.onnx"
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
-    (task,) = [t for t in extract_tasks(dilated_conv(12), "c") if t.workload.op == "conv2d_regions"]
+    (task,) = [t for t in extract_tasks(dilated_conv(12, (20, 22)), "c") if t.workload.op == "conv2d_regions"]
     log = tmp_path / "log.json"
     TuningLog([Record(task.workload, dict(task.choice.default), 1e-3, "c", cpu="Some Other CPU (x86-64-v2)")]
               ).save(log)

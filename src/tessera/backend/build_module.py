@@ -26,9 +26,13 @@ from ..transform.infer_type import InferType
 from ..transform.int8_layout import Int8Layout
 from ..transform.pack_gemm_weights import PackGemmWeights
 from ..transform.pass_infra import Pass, PassContext, Sequential
+from ..transform.pointwise_products import PointwiseConvOnVectors
+from ..transform.pooled_branch_bias import PooledBranchAsBias
 from ..transform.quantize_to_integer import QuantizeToInteger
 from ..transform.recognise_activations import RecogniseActivations
 from ..transform.simplify_inference import DenseToMatmul, SimplifyInference
+from ..transform.split_dilated_conv import SplitDilatedConv
+from ..transform.trim_conv_taps import TrimConvTaps
 from ..op.annotation import HOST
 from ..op.tuning_log import Config, Workload
 from ..transform.annotate_target import RemovePins, check_pins
@@ -72,7 +76,8 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
 def optimize_pipeline() -> Sequential:
     return Sequential(
         [InferType(), DeadCodeElimination(), QuantizeToInteger(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
-         FoldConstant(), RecogniseActivations()],
+         FoldConstant(), TrimConvTaps(), SplitDilatedConv(), PooledBranchAsBias(),
+         PointwiseConvOnVectors(), RecogniseActivations()],
         name="optimize",
     )
 

@@ -13,11 +13,12 @@ from ..tir import stmt as S
 from ..transform import PassContext
 
 
-def largest_scratch(model: onnx.ModelProto, target: str = "c") -> tuple[int, list[tuple[str, tuple[int, ...]]]]:
+def largest_scratch(model: onnx.ModelProto, target: str = "c",
+                    ctx: PassContext | None = None) -> tuple[int, list[tuple[str, tuple[int, ...]]]]:
     """The largest float32 scratch one kernel asks for, in bytes, and that kernel's scratch buffers
-    (compiled to loops only: no C compiler runs)."""
+    (compiled to loops only: no C compiler runs; `ctx`: the passes' context, a default one if None)."""
     mod, params = from_onnx(model)
-    lowered = lower_to_tir(mod, as_target(target), params, PassContext(), lambda *a, **k: None, "scratch")
+    lowered = lower_to_tir(mod, as_target(target), params, ctx or PassContext(), lambda *a, **k: None, "scratch")
     best: tuple[int, list[tuple[str, tuple[int, ...]]]] = (0, [])
     for func in lowered.mod.functions.values():
         if isinstance(func, S.PrimFunc):

@@ -22,6 +22,13 @@ span (its taps trimmed to those that reach the image somewhere, the rest of its 
 as zeros). `plan_regions` estimates the work of each plan and keeps the one-plane schedule unless
 a plan saves at least a third of it: undilated convolutions keep theirs (and their generated C).
 
+With a constant weight, two graph passes come first (`transform/trim_conv_taps.py`,
+`transform/split_dilated_conv.py`): taps that never reach the image leave the kernel (ASPP's
+dilations 24 and 36 become 1x1s), and a convolution whose taps reach the image for at most a third
+of its tap-positions becomes pointwise pieces with contiguous per-tap weights (each region here
+reads its taps out of the OIHW weight with a stride of kh*kw, so nine pieces stream a 256-channel
+weight nine times). The regions serve the rest: weights computed at run time, and denser reach.
+
 Why regions, not space-to-batch: space-to-batch turns dilation d into a batch of d*d undilated
 convolutions of maps d*d times smaller, but keeps the padding. With d = 36 on 14x14 each "image"
 is one pixel padded to 3x3, still computing 9 taps where one reaches the image. Regions drop taps.
