@@ -57,23 +57,49 @@ def _reduce_compute(combine: Callable[..., te.Reduce], name: str):
     def compute(inputs: list[te.Tensor], attrs: ReduceAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
         x = inputs[0]
         axes = reduced_axes(x.ndim, attrs.axes)
-        raxes = {a: te.reduce_axis(x.shape[a], f"r{a}") for a in axes}
+        lanes = _partial_sums(combine, x, axes, sched)
+        trailing = _trailing_run(x, axes) if lanes else ()
+        raxes = {a: te.reduce_axis(x.shape[a], f"r{a}") for a in axes if a not in trailing[1:]}
+        if trailing:  # one reduce axis walks the trailing axes' elements, which lie in a row in memory
+            raxes[trailing[0]] = te.reduce_axis(math.prod(x.shape[a] for a in trailing), f"r{trailing[0]}")
 
         def element(*i: E.Var) -> E.PrimExpr:
-            idx, pos = [], 0
+            idx: list[E.PrimExpr] = []
+            pos = 0
             for k in range(x.ndim):
-                if k in raxes:
+                if k in trailing:
+                    idx.append(_unflatten(raxes[trailing[0]].var, x.shape, trailing, k))
+                    pos += attrs.keepdims
+                elif k in raxes:
                     idx.append(raxes[k].var)
-                    if attrs.keepdims:
-                        pos += 1
+                    pos += attrs.keepdims
                 else:
                     idx.append(i[pos])
                     pos += 1
             return combine(x[tuple(idx)], list(raxes.values()))
 
-        return te.compute(out.shape, element, name=name, partial_sums=_partial_sums(combine, x, axes, sched))
+        return te.compute(out.shape, element, name=name, partial_sums=lanes)
 
     return compute
+
+
+def _trailing_run(x: te.Tensor, axes: tuple[int, ...]) -> tuple[int, ...]:
+    """The reduced trailing axes of `x` when they are two or more (a global average pool's H and W),
+    else (): their elements are one contiguous row per output, summed as one axis of partial sums
+    (ASPP's pooling of 14 x 14 had a row of 14)."""
+    run = []
+    for a in reversed(range(x.ndim)):
+        if a not in axes:
+            break
+        run.append(a)
+    return tuple(reversed(run)) if len(run) >= 2 else ()
+
+
+def _unflatten(r: E.Var, shape: tuple[int, ...], trailing: tuple[int, ...], k: int) -> E.PrimExpr:
+    """Axis `k`'s index in element `r` of the flattened `trailing` axes (row-major)."""
+    inner = math.prod(shape[a] for a in trailing if a > k)
+    index = E.floordiv(r, inner) if inner > 1 else r
+    return E.floormod(index, shape[k]) if k != trailing[0] else index
 
 
 def _partial_sums(combine: Callable[..., te.Reduce], x: te.Tensor, axes: tuple[int, ...],
