@@ -291,6 +291,14 @@ def test_batch_norm_and_lrn() -> None:
     compile_and_check(lambda a: norm.lrn(a, size=3, alpha=1e-3, beta=0.75, bias=1.0), x)
 
 
+@pytest.mark.parametrize("beta", [0.5, 0.75, 1.0, 0.6])
+def test_lrn_powers(beta: float) -> None:
+    """0.5, 0.75 and 1 are computed by square roots (0.75: sqrt(s) * sqrt(sqrt(s))), others by pow; a big
+    alpha puts the base well away from 1, where a wrong power would show."""
+    x = randn(1, 8, 6, 7) * 3
+    compile_and_check(lambda a: norm.lrn(a, size=5, alpha=2.0, beta=beta, bias=1.5), x, rtol=2e-6)
+
+
 def test_batch_norm_training_mode() -> None:
     x, stats = randn(2, 3, 4, 5), [randn(3), randn(3), randn(3), np.abs(randn(3)) + 0.5]
     attrs = {"training_mode": 1, "momentum": 0.8, "epsilon": 1e-3}

@@ -114,9 +114,20 @@ def _lrn_compute(inputs: list[te.Tensor], a: LRNAttrs, out: TensorType, sched: S
 
     def element(*i: E.Var) -> E.PrimExpr:
         scale = E.add(E.const(a.bias, x.dtype), E.mul(E.const(a.alpha / a.size, x.dtype), total[i]))
-        return E.div(x[i], E.binary(E.BinOp.POW, scale, E.const(a.beta, x.dtype)))
+        return E.div(x[i], _power(scale, a.beta))
 
     return te.compute(x.shape, element, name="lrn")
+
+
+def _power(base: E.PrimExpr, exponent: float) -> E.PrimExpr:
+    """`base ** exponent` for LRN's positive base. The common exponents are square roots, which vectorise
+    (AlexNet's, ZFNet's and GoogLeNet's 0.75: powf took 22 ns an element, 6.3 ms of AlexNet's first LRN at
+    one thread on an AMD EPYC); others call pow."""
+    root = E.call(E.Intrinsic.SQRT, [base], base.dtype)
+    by_exponent = {0.5: lambda: root, 1.0: lambda: base,
+                   0.75: lambda: E.mul(root, E.call(E.Intrinsic.SQRT, [root], base.dtype))}
+    make = by_exponent.get(exponent)
+    return make() if make is not None else E.binary(E.BinOp.POW, base, E.const(exponent, base.dtype))
 
 
 lrn = register_op(
