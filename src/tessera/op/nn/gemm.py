@@ -147,11 +147,11 @@ def choose_kernel(sched: ScheduleContext, m: int, n: int, k: int, batch: Sequenc
 
 def prepacked_panel_width(target: Target, rows: int) -> int | None:
     """The NR a constant B is packed for at compile time: that of the target's default kernels, or None
-    where a product of `rows` rows does not run as the microkernel (see `choose_kernel`)."""
+    on targets without the microkernel. Products of fewer than MIN_ROWS rows read the panels too
+    (`matmul_prepacked`'s few-row schedule): one panel is a contiguous run of memory, where B's own rows
+    give each of n / NR threads a strided slice."""
     defaults = DEFAULT_KERNELS_BY_LANES.get(float32_lanes(target) or 0)
-    if defaults is None or rows < MIN_ROWS:
-        return None
-    return defaults[0].nr
+    return None if defaults is None else defaults[0].nr
 
 
 def pack_b_panels(b: np.ndarray, nr: int) -> np.ndarray:
