@@ -19,6 +19,7 @@ from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import Op, OpPattern, TypeRelation, register_op
 from ..schedule_context import ScheduleContext
+from .conv_depthwise import depthwise_conv, fits_depthwise
 from .conv_gemm import choose_pointwise_kernel, is_pointwise, pointwise_conv
 from .conv_regions import plan_regions, region_conv
 from .conv_schedule import ConvGeometry, conv_schedule, pad_input, planar_conv
@@ -121,6 +122,8 @@ def _make_compute(d: int):
             kernel = choose_pointwise_kernel(sched, geometry)
             if kernel is not None:
                 return pointwise_conv(data, weight, geometry, kernel)
+        if fits_depthwise(geometry, data.dtype, sched) and weight.dtype == data.dtype:
+            return depthwise_conv(data, weight, geometry, attrs.padding[:d])
         if geometry.planar():
             # large dilations: only the taps that reach the image, only the outputs there are
             regions = plan_regions(data.shape[2:], geometry, attrs.padding[:d], attrs.padding[d:], sched)

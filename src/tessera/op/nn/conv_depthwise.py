@@ -1,0 +1,84 @@
+"""Depthwise 2-d float32 convolutions on small maps as calls of a channel-blocked kernel.
+
+The planar schedule vectorises a depthwise convolution along its flattened
+padded plane. On small maps most of that work is overhead: KWS's 25x5
+maps spend a third of their 7.5 us copying 64 planes of 7-wide rows with
+a select per element, a fifth copying tiles back, and the rest in chains
+of two accumulators over unaligned loads (192 positions computed for 125
+outputs); VWW's 3x3 maps compute 16 positions for 9. Vectors across
+channels waste nothing on the width: `ts_depthwise2d_float32` (C text in
+`tessera.codegen.c_depthwise`) transposes eight channels into a padded
+scratch of position vectors, accumulates eight positions at a time and
+transposes the results back; the extern's elementwise tail (bias, ReLU,
+Clip) then runs over the NCHW output. Large maps keep the planar
+schedule, whose wide tiles stream each plane once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ... import te
+from ...target.simd import float32_lanes
+from ...te.parallel import PARALLEL_MIN_WORK
+from ...tir import expr as E
+from ...tir import stmt as S
+from ...tir.buffer import Buffer
+from ..schedule_context import ScheduleContext
+from .conv_schedule import ConvGeometry
+
+DEPTHWISE_SYMBOL = "ts_depthwise2d_float32"
+DEPTHWISE_BLOCK = 8  # channels per call: one ymm of float32 (the C text's vector type)
+MIN_LANES = 8  # AVX2 and up: narrower targets keep the planar schedule (and their C)
+# position vectors of the kernel's stack scratch (a band's padded input rows plus its outputs), at most:
+# 48 KiB, so maps up to about 24x24 (3x3, stride 1) fit in one band
+MAX_SCRATCH_VECTORS = 1536
+
+
+def scratch_vectors(g: ConvGeometry, band: int) -> int:
+    """The position vectors the kernel keeps on its stack for `band` output rows at a time."""
+    out_w = g.out_shape[3]
+    rows = (band - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilation[0] + 1
+    pitch = (out_w - 1) * g.strides[1] + (g.kernel[1] - 1) * g.dilation[1] + 1
+    return rows * pitch + -(-band * out_w // DEPTHWISE_BLOCK) * DEPTHWISE_BLOCK
+
+
+def band_rows(g: ConvGeometry) -> int:
+    """Output rows per band: as many as the scratch holds (0: not even one row fits)."""
+    return max((r for r in range(1, g.out_shape[2] + 1) if scratch_vectors(g, r) <= MAX_SCRATCH_VECTORS), default=0)
+
+
+def fits_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
+    """A 2-d float32 depthwise convolution (one input and one output channel per group) on a target with
+    vectors of eight float32 or more, whose rows fit the kernel's scratch; on a map larger than one band,
+    only a strided one or one with more than 3x3 taps (a 3x3 of stride 1 there ran 3-12% faster planar,
+    28x28 to 56x56; stride 2 14% and 7x7 15% slower, AMD EPYC Zen 4, AVX-512, one thread)."""
+    if not (g.rank == 2 and dtype == "float32" and g.in_channels_per_group == 1 and g.out_channels_per_group == 1
+            and (float32_lanes(sched.target) or 0) >= MIN_LANES):
+        return False
+    band = band_rows(g)
+    return band == g.out_shape[2] or (band > 0 and (max(g.strides) > 1 or math.prod(g.kernel) > 9))
+
+
+def depthwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, begins: tuple[int, ...]) -> te.Tensor:
+    """out[n, c] = data[n, c] convolved with weight[c, 0] (padding `begins` before each spatial dim, and
+    whatever the output size implies after), one kernel call per image and block of channels."""
+    batch, channels, out_h, out_w = g.out_shape
+    height, width = data.shape[2:]
+    blocks = -(-channels // DEPTHWISE_BLOCK)
+    image, block = te.axis(batch, "n"), te.axis(blocks, "cb")
+    sizes = (height, width, out_h, out_w, *g.kernel, *g.strides, *g.dilation, *begins, band_rows(g))
+
+    def body(ins: tuple[Buffer, ...], out: Buffer) -> S.Stmt:
+        x, w = ins
+        first = E.mul(block.var, DEPTHWISE_BLOCK)
+        # the last block takes what is left (channels need not be a multiple of the block)
+        count = (E.minimum(E.sub(channels, first), DEPTHWISE_BLOCK) if channels % DEPTHWISE_BLOCK
+                 else E.IntImm(DEPTHWISE_BLOCK))
+        return te.call_extern(DEPTHWISE_SYMBOL, count, *sizes, te.pointer(x, image.var, first, 0, 0),
+                              te.pointer(w, first, 0, 0, 0), te.pointer(out, image.var, first, 0, 0))
+
+    # threads only for work that pays for a fork and join (as a stage's outer loop)
+    parallel = g.multiply_adds >= PARALLEL_MIN_WORK
+    return te.extern(g.out_shape, [data, weight], body, name="conv2d_depthwise", loops=[image, block],
+                     parallel=parallel)
