@@ -57,8 +57,7 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
   int32_t tap_offset[taps];
   const ts_v8sf zero = {{0}};
   for (int32_t t = 0; t < taps; ++t) {{
-    w[t] = zero;
-    for (int32_t c = 0; c < channels; ++c) w[t][c] = weight[c * taps + t];
+    for (int32_t c = 0; c < B; ++c) w[t][c] = c < channels ? weight[c * taps + t] : 0.0f;
     tap_offset[t] = t / kernel_w * dilation_h * pitch + t % kernel_w * dilation_w;
   }}
   for (int32_t first = 0; first < out_h; first += band) {{
@@ -81,8 +80,8 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
         if (c < channels && n == B) {{
           v[c] = *(const ts_v8sf_u*)(x + c * image + p);
         }} else {{
-          v[c] = zero;
-          for (int32_t j = 0; j < n && c < channels; ++j) v[c][j] = x[c * image + p + j];
+          /* (loops to B, not to n: gcc's bounds warnings see through a variable bound) */
+          for (int32_t j = 0; j < B; ++j) v[c][j] = c < channels && j < n ? x[c * image + p + j] : 0.0f;
         }}
       }}
       ts_transpose8_float32(v);
@@ -128,7 +127,9 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
         if (n == B) {{
           *(ts_v8sf_u*)(out + c * outputs + q) = v[c];
         }} else {{
-          for (int32_t j = 0; j < n; ++j) out[c * outputs + q + j] = v[c][j];
+          for (int32_t j = 0; j < B; ++j) {{
+            if (j < n) out[c * outputs + q + j] = v[c][j];
+          }}
         }}
       }}
     }}

@@ -1,0 +1,122 @@
+"""Depthwise convolutions as channel-blocked kernel calls (op/nn/conv_depthwise.py, codegen/c_depthwise.py):
+against NumPy for widths 1..20, strides, dilations, uneven padding, channel counts off the 8-channel block,
+bands of rows on large maps and fused epilogues, on the AVX2 and the AVX-512 level; which convolutions take it."""
+
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import relay
+from tessera.op import elemwise, elemwise_activation
+from tessera.op.nn import conv
+from tessera.op.nn.conv import ConvAttrs, conv_reference
+from tessera.op.nn.conv_depthwise import (DEPTHWISE_BLOCK, DEPTHWISE_SYMBOL, MAX_SCRATCH_VECTORS, band_rows,
+                                          fits_depthwise, scratch_vectors)
+from tessera.op.nn.conv_schedule import ConvGeometry
+from tessera.op.schedule_context import ScheduleContext
+from tessera.target import Target
+from tessera.testing.isa import require_level
+
+pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 ISA levels need an x86-64 host")
+LEVELS = ["x86-64-v3", "x86-64-v4"]  # AVX2 + FMA, AVX-512 (the kernel's vectors are eight floats on both)
+
+
+def _module(x_shape, kernel, strides, padding, dilation, bias_relu=False):
+    channels = x_shape[1]
+    x = relay.Var("x", relay.TensorType(x_shape, "float32"))
+    w = relay.Var("w", relay.TensorType((channels, 1, *kernel), "float32"))
+    y = conv.conv2d(x, w, strides=strides, padding=padding, dilation=dilation, groups=channels)
+    params = [x, w]
+    if bias_relu:
+        b = relay.Var("b", relay.TensorType((channels, 1, 1), "float32"))
+        y = elemwise_activation.relu(elemwise.add(y, b))
+        params.append(b)
+    return relay.IRModule.from_expr(relay.Function(params, y))
+
+
+def _check(level, x_shape, kernel=(3, 3), strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), bias_relu=False):
+    rng = np.random.default_rng(sum(x_shape))
+    channels = x_shape[1]
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((channels, 1, *kernel)).astype(np.float32)
+    lib = tessera.build(_module(x_shape, kernel, strides, padding, dilation, bias_relu), target=f"c -mcpu={level}")
+    source = "".join(lib.c_sources.values())
+    assert f"{DEPTHWISE_SYMBOL}(" in source
+    require_level(level)
+    want = conv_reference([x, w], ConvAttrs(strides, padding, dilation, channels))
+    if bias_relu:
+        b = rng.standard_normal((channels, 1, 1)).astype(np.float32)
+        got = lib(x, w, b)[0]
+        want = np.maximum(want + b, 0)
+    else:
+        got = lib(x, w)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    return source
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("width", range(1, 21))
+def test_widths_one_to_twenty(level, width):
+    """Rows shorter and longer than the block, with 13 channels (one full block and five)."""
+    _check(level, (1, 13, 3 + width % 4, width))
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("x_shape, kernel, strides, padding, dilation", [
+    ((1, 8, 12, 12), (3, 3), (2, 2), (0, 0, 1, 1), (1, 1)),  # TF-style stride 2: padding after only
+    ((2, 5, 17, 15), (3, 3), (2, 2), (1, 0, 1, 2), (1, 1)),  # two images, uneven padding
+    ((1, 3, 9, 7), (3, 3), (2, 1), (2, 0, 0, 3), (1, 1)),  # different strides and pads per dim
+    ((1, 17, 11, 6), (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),
+    ((1, 9, 14, 14), (7, 7), (1, 1), (3, 3, 3, 3), (1, 1)),  # ConvNeXt's kernel
+    ((1, 6, 13, 10), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),  # dilated
+    ((1, 4, 5, 5), (3, 3), (1, 1), (0, 0, 0, 0), (1, 1)),  # no padding
+    ((1, 2, 4, 4), (3, 3), (1, 1), (4, 4, 4, 4), (1, 1)),  # padding wider than the kernel's reach
+    ((1, 7, 1, 1), (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+])
+def test_strides_padding_and_dilation(level, x_shape, kernel, strides, padding, dilation):
+    _check(level, x_shape, kernel, strides, padding, dilation)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_large_maps_run_in_bands_of_rows(level):
+    """A strided 56x56 map does not fit the scratch at once: several bands, each re-reading its top rows."""
+    g = ConvGeometry((1, 10, 28, 28), (3, 3), (2, 2), (1, 1), 1, 1, in_spatial=(56, 56))
+    assert 0 < band_rows(g) < 28 and scratch_vectors(g, band_rows(g)) <= MAX_SCRATCH_VECTORS
+    _check(level, (1, 10, 56, 56), strides=(2, 2), padding=(0, 0, 1, 1))
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_bias_and_relu_run_as_the_calls_tail(level):
+    source = _check(level, (1, 20, 25, 5), bias_relu=True)
+    assert "planes_buf" not in source  # no planar copy left
+
+
+def _geometry(shape, kernel=(3, 3), strides=(1, 1), per_group=(1, 1)):
+    return ConvGeometry(shape, kernel, strides, (1, 1), *per_group)
+
+
+@pytest.mark.parametrize("g, dtype, target, want", [
+    (_geometry((1, 64, 25, 5)), "float32", "c -mcpu=x86-64-v3", True),
+    (_geometry((1, 64, 25, 5)), "float32", "c -mcpu=x86-64-v4", True),
+    (_geometry((1, 64, 25, 5)), "float32", "c -mcpu=x86-64", False),  # SSE only: the planar schedule
+    (_geometry((1, 64, 25, 5)), "float32", "c -mcpu=cortex-m7", False),
+    (_geometry((1, 64, 25, 5)), "float16", "c -mcpu=x86-64-v3", False),
+    (_geometry((1, 64, 25, 5), per_group=(1, 2)), "float32", "c -mcpu=x86-64-v3", False),  # channel multiplier 2
+    (_geometry((1, 64, 25, 5), per_group=(2, 2)), "float32", "c -mcpu=x86-64-v3", False),  # grouped
+    (_geometry((1, 96, 56, 56)), "float32", "c -mcpu=x86-64-v3", False),  # 3x3 stride 1 beyond one band
+    (_geometry((1, 96, 56, 56), kernel=(7, 7)), "float32", "c -mcpu=x86-64-v3", True),
+    (_geometry((1, 96, 56, 56), strides=(2, 2)), "float32", "c -mcpu=x86-64-v3", True),
+])
+def test_which_convolutions_take_the_kernel(g, dtype, target, want):
+    assert fits_depthwise(g, dtype, ScheduleContext(Target(target))) == want
+
+
+def test_the_kernel_text_is_deterministic_and_names_its_block():
+    first = tessera.build(_module((1, 9, 6, 6), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), target="c -mcpu=x86-64-v3")
+    again = tessera.build(_module((1, 9, 6, 6), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), target="c -mcpu=x86-64-v3")
+    assert first.c_sources == again.c_sources
+    assert f"enum {{ B = {DEPTHWISE_BLOCK} }};" in "".join(first.c_sources.values())
