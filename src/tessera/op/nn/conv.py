@@ -122,8 +122,6 @@ def _make_compute(d: int):
             kernel = choose_pointwise_kernel(sched, geometry)
             if kernel is not None:
                 return pointwise_conv(data, weight, geometry, kernel)
-        if fits_depthwise(geometry, data.dtype, sched) and weight.dtype == data.dtype:
-            return depthwise_conv(data, weight, geometry, attrs.padding[:d])
         if geometry.planar():
             # large dilations: only the taps that reach the image, only the outputs there are
             regions = plan_regions(data.shape[2:], geometry, attrs.padding[:d], attrs.padding[d:], sched)
@@ -133,6 +131,8 @@ def _make_compute(d: int):
             sliced = sliced_conv(data, read_weight, geometry, attrs.padding[:d], attrs.padding[d:], sched, f"conv{d}d")
             if sliced is not None:
                 return sliced
+        if fits_depthwise(geometry, data.dtype, sched) and weight.dtype == data.dtype:
+            return depthwise_conv(data, weight, geometry, attrs.padding[:d])  # (after the dilated regions)
         g = geometry.scheduled(sched)
         if g.planar():
             return planar_conv(data, attrs.padding[:d], attrs.padding[d:], read_weight, g, f"conv{d}d")

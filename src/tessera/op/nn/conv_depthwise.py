@@ -31,8 +31,9 @@ DEPTHWISE_SYMBOL = "ts_depthwise2d_float32"
 DEPTHWISE_BLOCK = 8  # channels per call: one ymm of float32 (the C text's vector type)
 MIN_LANES = 8  # AVX2 and up: narrower targets keep the planar schedule (and their C)
 # position vectors of the kernel's stack scratch (a band's padded input rows plus its outputs), at most:
-# 48 KiB, so maps up to about 24x24 (3x3, stride 1) fit in one band
-MAX_SCRATCH_VECTORS = 1536
+# 24 KiB, within L1 (VWW's 24x24 layer, 40 KiB in one band, ran 1.4x slower than planar), so maps up to
+# about 16x16 (3x3, stride 1) fit in one band
+MAX_SCRATCH_VECTORS = 768
 
 
 def scratch_vectors(g: ConvGeometry, band: int) -> int:
@@ -51,13 +52,14 @@ def band_rows(g: ConvGeometry) -> int:
 def fits_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
     """A 2-d float32 depthwise convolution (one input and one output channel per group) on a target with
     vectors of eight float32 or more, whose rows fit the kernel's scratch; on a map larger than one band,
-    only a strided one or one with more than 3x3 taps (a 3x3 of stride 1 there ran 3-12% faster planar,
-    28x28 to 56x56; stride 2 14% and 7x7 15% slower, AMD EPYC Zen 4, AVX-512, one thread)."""
+    only one with more than 3x3 taps (7x7 ran 15-45% faster than planar; 3x3 ones ran as fast or up to
+    25% slower in VWW's and MobileNet's 24x24 to 56x56 layers, where the planar schedule fuses the
+    epilogue into its copy-out; AMD EPYC Zen 4, AVX-512, one thread)."""
     if not (g.rank == 2 and dtype == "float32" and g.in_channels_per_group == 1 and g.out_channels_per_group == 1
             and (float32_lanes(sched.target) or 0) >= MIN_LANES):
         return False
     band = band_rows(g)
-    return band == g.out_shape[2] or (band > 0 and (max(g.strides) > 1 or math.prod(g.kernel) > 9))
+    return band == g.out_shape[2] or (band > 0 and math.prod(g.kernel) > 9)
 
 
 def depthwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, begins: tuple[int, ...]) -> te.Tensor:
