@@ -14,8 +14,9 @@ from tessera import relay
 from tessera.op import elemwise, elemwise_activation
 from tessera.op.nn import conv
 from tessera.op.nn.conv import ConvAttrs, conv_reference
-from tessera.op.nn.conv_depthwise import (DEPTHWISE_BLOCK, DEPTHWISE_SYMBOL, MAX_SCRATCH_VECTORS, band_rows,
-                                          fits_depthwise, scratch_vectors)
+from tessera.op.nn.conv_depthwise import (DEPTHWISE_BLOCK, DEPTHWISE_SYMBOL, band_rows,
+                                          fits_depthwise, scratch_limit,
+                                          scratch_vectors)
 from tessera.op.nn.conv_schedule import ConvGeometry
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
@@ -84,10 +85,10 @@ def test_strides_padding_and_dilation(level, x_shape, kernel, strides, padding, 
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_large_maps_run_in_bands_of_rows(level):
-    """A 7x7 on a 40x40 map does not fit the scratch at once: several bands, each re-reading its top rows."""
-    g = ConvGeometry((1, 10, 20, 20), (7, 7), (2, 2), (1, 1), 1, 1, in_spatial=(40, 40))
-    assert 0 < band_rows(g) < 20 and scratch_vectors(g, band_rows(g)) <= MAX_SCRATCH_VECTORS
-    _check(level, (1, 10, 40, 40), kernel=(7, 7), strides=(2, 2), padding=(3, 2, 3, 4))
+    """A 7x7 on a 100x100 map does not fit the scratch at once: several bands, each re-reading its top rows."""
+    g = ConvGeometry((1, 3, 50, 50), (7, 7), (2, 2), (1, 1), 1, 1, in_spatial=(100, 100))
+    assert 0 < band_rows(g) < 50 and scratch_vectors(g, band_rows(g)) <= scratch_limit(g)
+    _check(level, (1, 3, 100, 100), kernel=(7, 7), strides=(2, 2), padding=(3, 2, 3, 4))
 
 
 @pytest.mark.parametrize("level", LEVELS)

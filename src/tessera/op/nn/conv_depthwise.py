@@ -30,10 +30,19 @@ from .conv_schedule import ConvGeometry
 DEPTHWISE_SYMBOL = "ts_depthwise2d_float32"
 DEPTHWISE_BLOCK = 8  # channels per call: one ymm of float32 (the C text's vector type)
 MIN_LANES = 8  # AVX2 and up: narrower targets keep the planar schedule (and their C)
-# position vectors of the kernel's stack scratch (a band's padded input rows plus its outputs), at most:
-# 24 KiB, within L1 (VWW's 24x24 layer, 40 KiB in one band, ran 1.4x slower than planar), so maps up to
-# about 16x16 (3x3, stride 1) fit in one band
+# position vectors of the kernel's stack scratch (a band's padded input rows plus its outputs), at most.
+# 3x3 kernels and smaller: 24 KiB, within L1 (VWW's 24x24 layer, 40 KiB in one band, ran 1.4x slower
+# than planar), so maps up to about 16x16 (stride 1) fit in one band. Larger kernels read each vector
+# once per tap (49 for ConvNeXt's 7x7), which hides L2: up to 256 KiB, the GEMM's stack block, so a
+# 56x56 map is one band (430 us against 470 us in 4-row bands and 570 us planar, 96 channels).
 MAX_SCRATCH_VECTORS = 768
+MAX_SCRATCH_VECTORS_WIDE_KERNELS = 8192
+WIDE_KERNEL_TAPS = 9  # more taps than this: a wide kernel
+
+
+def scratch_limit(g: ConvGeometry) -> int:
+    """The most position vectors the kernel may keep on its stack for `g`."""
+    return MAX_SCRATCH_VECTORS_WIDE_KERNELS if math.prod(g.kernel) > WIDE_KERNEL_TAPS else MAX_SCRATCH_VECTORS
 
 
 def scratch_vectors(g: ConvGeometry, band: int) -> int:
@@ -46,7 +55,7 @@ def scratch_vectors(g: ConvGeometry, band: int) -> int:
 
 def band_rows(g: ConvGeometry) -> int:
     """Output rows per band: as many as the scratch holds (0: not even one row fits)."""
-    return max((r for r in range(1, g.out_shape[2] + 1) if scratch_vectors(g, r) <= MAX_SCRATCH_VECTORS), default=0)
+    return max((r for r in range(1, g.out_shape[2] + 1) if scratch_vectors(g, r) <= scratch_limit(g)), default=0)
 
 
 def fits_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
@@ -59,7 +68,7 @@ def fits_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
             and (float32_lanes(sched.target) or 0) >= MIN_LANES):
         return False
     band = band_rows(g)
-    return band == g.out_shape[2] or (band > 0 and math.prod(g.kernel) > 9)
+    return band == g.out_shape[2] or (band > 0 and math.prod(g.kernel) > WIDE_KERNEL_TAPS)
 
 
 def depthwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, begins: tuple[int, ...]) -> te.Tensor:
