@@ -25,16 +25,19 @@ static inline void ts_transpose8_float32(ts_v8sf r[8]) {
   const ts_v8si quads_lo = {0, 1, 8, 9, 4, 5, 12, 13}, quads_hi = {2, 3, 10, 11, 6, 7, 14, 15};
   const ts_v8si halves_lo = {0, 1, 2, 3, 8, 9, 10, 11}, halves_hi = {4, 5, 6, 7, 12, 13, 14, 15};
   ts_v8sf t[8], u[8];
+#pragma GCC unroll 4
   for (int i = 0; i < 8; i += 2) {
     t[i] = __builtin_shuffle(r[i], r[i + 1], pairs_lo);
     t[i + 1] = __builtin_shuffle(r[i], r[i + 1], pairs_hi);
   }
+#pragma GCC unroll 2
   for (int i = 0; i < 8; i += 4) {  /* u[i + k]: columns k and k + 4 of rows i..i+3 */
     u[i] = __builtin_shuffle(t[i], t[i + 2], quads_lo);
     u[i + 1] = __builtin_shuffle(t[i], t[i + 2], quads_hi);
     u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], quads_lo);
     u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], quads_hi);
   }
+#pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     r[k] = __builtin_shuffle(u[k], u[k + 4], halves_lo);
     r[k + 4] = __builtin_shuffle(u[k], u[k + 4], halves_hi);
@@ -76,20 +79,32 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
     for (int32_t p = h_lo * width; p < h_hi * width; p += B) {{
       const int32_t n = h_hi * width - p < B ? h_hi * width - p : B;
       ts_v8sf v[B];
-      for (int32_t c = 0; c < B; ++c) {{
-        if (c < channels && n == B) {{
-          v[c] = *(const ts_v8sf_u*)(x + c * image + p);
-        }} else {{
+      if (n == B && channels == B) {{  /* (straight-line: the vectors stay in registers) */
+#pragma GCC unroll 8
+        for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(x + c * image + p);
+      }} else {{
+        for (int32_t c = 0; c < B; ++c) {{
           /* (loops to B, not to n: gcc's bounds warnings see through a variable bound) */
           for (int32_t j = 0; j < B; ++j) v[c][j] = c < channels && j < n ? x[c * image + p + j] : 0.0f;
         }}
       }}
       ts_transpose8_float32(v);
-      for (int32_t j = 0; j < n; ++j) {{
-        if (col < pitch) padded[h * pitch + col] = v[j];
-        if (++col == pad_left + width) {{
+      if (n == B && col + B <= pad_left + width && col + B <= pitch) {{  /* within one row */
+        ts_v8sf* row = padded + h * pitch + col;
+#pragma GCC unroll 8
+        for (int32_t j = 0; j < B; ++j) row[j] = v[j];
+        col += B;
+        if (col == pad_left + width) {{
           col = pad_left;
           ++h;
+        }}
+      }} else {{
+        for (int32_t j = 0; j < n; ++j) {{
+          if (col < pitch) padded[h * pitch + col] = v[j];
+          if (++col == pad_left + width) {{
+            col = pad_left;
+            ++h;
+          }}
         }}
       }}
     }}
@@ -121,12 +136,14 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
     for (int32_t q = 0; q < count; q += B) {{
       const int32_t n = count - q < B ? count - q : B;
       ts_v8sf v[B];
+#pragma GCC unroll 8
       for (int32_t j = 0; j < B; ++j) v[j] = result[q + j];
       ts_transpose8_float32(v);
-      for (int32_t c = 0; c < channels; ++c) {{
-        if (n == B) {{
-          *(ts_v8sf_u*)(out + c * outputs + q) = v[c];
-        }} else {{
+      if (n == B && channels == B) {{
+#pragma GCC unroll 8
+        for (int32_t c = 0; c < B; ++c) *(ts_v8sf_u*)(out + c * outputs + q) = v[c];
+      }} else {{
+        for (int32_t c = 0; c < channels; ++c) {{
           for (int32_t j = 0; j < B; ++j) {{
             if (j < n) out[c * outputs + q + j] = v[c][j];
           }}
