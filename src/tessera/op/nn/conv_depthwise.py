@@ -1,22 +1,21 @@
-"""Depthwise 2-d float32 convolutions on small maps as calls of a channel-blocked kernel.
+"""Depthwise 2-d float32 convolutions as calls of a channel-blocked kernel, on AVX2 and AVX-512 hosts.
 
 The planar schedule vectorises a depthwise convolution along its flattened
-padded plane. On small maps most of that work is overhead: KWS's 25x5
-maps spend a third of their 7.5 us copying 64 planes of 7-wide rows with
+padded plane, and on small maps most of that work is overhead: KWS's 25x5
+maps spent a third of their 7.5 us copying 64 planes of 7-wide rows with
 a select per element, a fifth copying tiles back, and the rest in chains
 of two accumulators over unaligned loads (192 positions computed for 125
-outputs); VWW's 3x3 maps compute 16 positions for 9. Vectors across
+outputs); VWW's 3x3 maps computed 16 positions for 9. Vectors across
 channels waste nothing on the width: `ts_depthwise2d_float32` (C text in
 `tessera.codegen.c_depthwise`) transposes eight channels into a padded
-scratch of position vectors, accumulates eight positions at a time and
-transposes the results back; the extern's elementwise tail (bias, ReLU,
-Clip) then runs over the NCHW output. Large maps keep the planar
-schedule, whose wide tiles stream each plane once.
+scratch of position vectors, accumulates eight positions at a time (eight
+independent chains, aligned loads) and transposes the results back; the
+extern's elementwise tail (bias, ReLU, Clip) then runs over the NCHW
+output. Maps too large for the scratch run in bands of output rows.
+Other targets (SSE-only x86-64, Arm, Cortex-M) keep the planar schedule.
 """
 
 from __future__ import annotations
-
-import math
 
 from ... import te
 from ...target.simd import float32_lanes
@@ -30,19 +29,12 @@ from .conv_schedule import ConvGeometry
 DEPTHWISE_SYMBOL = "ts_depthwise2d_float32"
 DEPTHWISE_BLOCK = 8  # channels per call: one ymm of float32 (the C text's vector type)
 MIN_LANES = 8  # AVX2 and up: narrower targets keep the planar schedule (and their C)
-# position vectors of the kernel's stack scratch (a band's padded input rows plus its outputs), at most.
-# 3x3 kernels and smaller: 24 KiB, within L1 (VWW's 24x24 layer, 40 KiB in one band, ran 1.4x slower
-# than planar), so maps up to about 16x16 (stride 1) fit in one band. Larger kernels read each vector
-# once per tap (49 for ConvNeXt's 7x7), which hides L2: up to 256 KiB, the GEMM's stack block, so a
-# 56x56 map is one band (430 us against 470 us in 4-row bands and 570 us planar, 96 channels).
-MAX_SCRATCH_VECTORS = 768
-MAX_SCRATCH_VECTORS_WIDE_KERNELS = 8192
-WIDE_KERNEL_TAPS = 9  # more taps than this: a wide kernel
-
-
-def scratch_limit(g: ConvGeometry) -> int:
-    """The most position vectors the kernel may keep on its stack for `g`."""
-    return MAX_SCRATCH_VECTORS_WIDE_KERNELS if math.prod(g.kernel) > WIDE_KERNEL_TAPS else MAX_SCRATCH_VECTORS
+# position vectors of the kernel's stack scratch (a band's padded input rows plus its outputs), at most:
+# 256 KiB, as the GEMM's stack block, so maps up to 62x62 (7x7, stride 1) run in one band. Against the
+# planar schedule (AMD EPYC Zen 4, one thread, with a bias + ReLU tail): 0.4-0.96x on VWW's and KWS's
+# maps, 0.65x MobileNet's 112x112 stride 2, 0.73x ConvNeXt's 56x56 7x7, 1.01x MobileNet's 56x56 3x3
+# (0.71x on the AVX2 path); bands of 24 KiB, within L1, were no faster overall.
+MAX_SCRATCH_VECTORS = 8192
 
 
 def scratch_vectors(g: ConvGeometry, band: int) -> int:
@@ -55,20 +47,14 @@ def scratch_vectors(g: ConvGeometry, band: int) -> int:
 
 def band_rows(g: ConvGeometry) -> int:
     """Output rows per band: as many as the scratch holds (0: not even one row fits)."""
-    return max((r for r in range(1, g.out_shape[2] + 1) if scratch_vectors(g, r) <= scratch_limit(g)), default=0)
+    return max((r for r in range(1, g.out_shape[2] + 1) if scratch_vectors(g, r) <= MAX_SCRATCH_VECTORS), default=0)
 
 
 def fits_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
     """A 2-d float32 depthwise convolution (one input and one output channel per group) on a target with
-    vectors of eight float32 or more, whose rows fit the kernel's scratch; on a map larger than one band,
-    only one with more than 3x3 taps (7x7 ran 15-45% faster than planar; 3x3 ones ran as fast or up to
-    25% slower in VWW's and MobileNet's 24x24 to 56x56 layers, where the planar schedule fuses the
-    epilogue into its copy-out; AMD EPYC Zen 4, AVX-512, one thread)."""
-    if not (g.rank == 2 and dtype == "float32" and g.in_channels_per_group == 1 and g.out_channels_per_group == 1
-            and (float32_lanes(sched.target) or 0) >= MIN_LANES):
-        return False
-    band = band_rows(g)
-    return band == g.out_shape[2] or (band > 0 and math.prod(g.kernel) > WIDE_KERNEL_TAPS)
+    vectors of eight float32 or more, one output row of which fits the kernel's scratch."""
+    return (g.rank == 2 and dtype == "float32" and g.in_channels_per_group == 1 and g.out_channels_per_group == 1
+            and (float32_lanes(sched.target) or 0) >= MIN_LANES and band_rows(g) > 0)
 
 
 def depthwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, begins: tuple[int, ...]) -> te.Tensor:
