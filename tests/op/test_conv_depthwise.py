@@ -109,6 +109,9 @@ def _geometry(shape, kernel=(3, 3), strides=(1, 1), per_group=(1, 1)):
     (_geometry((1, 64, 25, 5), per_group=(1, 2)), "float32", "c -mcpu=x86-64-v3", False),  # channel multiplier 2
     (_geometry((1, 64, 25, 5), per_group=(2, 2)), "float32", "c -mcpu=x86-64-v3", False),  # grouped
     (_geometry((1, 96, 56, 56)), "float32", "c -mcpu=x86-64-v3", True),
+    (_geometry((1, 96, 56, 56)), "float32", "c -mcpu=x86-64-v4", False),  # planar fuses the epilogue
+    (_geometry((1, 96, 56, 56), strides=(2, 2)), "float32", "c -mcpu=x86-64-v4", True),
+    (_geometry((1, 96, 28, 28)), "float32", "c -mcpu=x86-64-v4", True),
     (_geometry((1, 96, 56, 56), kernel=(7, 7)), "float32", "c -mcpu=x86-64-v4", True),
     (_geometry((1, 96, 1, 9000)), "float32", "c -mcpu=x86-64-v3", False),  # not one row fits the scratch
 ])

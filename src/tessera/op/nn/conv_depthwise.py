@@ -17,6 +17,8 @@ Other targets (SSE-only x86-64, Arm, Cortex-M) keep the planar schedule.
 
 from __future__ import annotations
 
+import math
+
 from ... import te
 from ...target.simd import float32_lanes
 from ...te.parallel import PARALLEL_MIN_WORK
@@ -35,6 +37,10 @@ MIN_LANES = 8  # AVX2 and up: narrower targets keep the planar schedule (and the
 # maps, 0.65x MobileNet's 112x112 stride 2, 0.73x ConvNeXt's 56x56 7x7, 1.01x MobileNet's 56x56 3x3
 # (0.71x on the AVX2 path); bands of 24 KiB, within L1, were no faster overall.
 MAX_SCRATCH_VECTORS = 8192
+# with AVX-512 (16 lanes), 3x3 kernels of stride 1 with this many output positions keep the planar schedule
+WIDE_VECTOR_LANES = 16
+SMALL_KERNEL_TAPS = 9
+PLANAR_MIN_POSITIONS = 2048
 
 
 def scratch_vectors(g: ConvGeometry, band: int) -> int:
@@ -52,9 +58,16 @@ def band_rows(g: ConvGeometry) -> int:
 
 def fits_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
     """A 2-d float32 depthwise convolution (one input and one output channel per group) on a target with
-    vectors of eight float32 or more, one output row of which fits the kernel's scratch."""
-    return (g.rank == 2 and dtype == "float32" and g.in_channels_per_group == 1 and g.out_channels_per_group == 1
-            and (float32_lanes(sched.target) or 0) >= MIN_LANES and band_rows(g) > 0)
+    vectors of eight float32 or more, one output row of which fits the kernel's scratch; with 16-lane
+    vectors, not a large map of stride 1 and at most 3x3 taps, where the planar schedule's wide tiles
+    keep up and its copy-out runs the epilogue while the tiles are in cache (the kernel's tail is a
+    second pass: MobileNet's 56x56 layers 3-8% slower with ReLU6 and hard-swish)."""
+    if not (g.rank == 2 and dtype == "float32" and g.in_channels_per_group == 1 and g.out_channels_per_group == 1):
+        return False
+    lanes = float32_lanes(sched.target) or 0
+    planar_wins = (lanes >= WIDE_VECTOR_LANES and g.strides == (1, 1) and math.prod(g.kernel) <= SMALL_KERNEL_TAPS
+                   and math.prod(g.out_shape[2:]) >= PLANAR_MIN_POSITIONS)
+    return lanes >= MIN_LANES and not planar_wins and band_rows(g) > 0
 
 
 def depthwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, begins: tuple[int, ...]) -> te.Tensor:
