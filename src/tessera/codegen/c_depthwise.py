@@ -73,19 +73,27 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
       for (int32_t c = 0; c < (inside ? left : pitch); ++c) padded[r * pitch + c] = zero;
       for (int32_t c = column_end; c < pitch && inside; ++c) padded[r * pitch + c] = zero;
     }}
-    /* the band's image rows B positions at a time: B channel runs in, B position vectors out */
+    /* the band's image rows B positions at a time: B channel runs in, B position vectors out; a short
+       last run is taken as the B positions ending the band (storing some vectors twice), and the rows
+       of a last block of fewer than B channels as copies of its last channel (their lanes are unused) */
     const int32_t h_lo = row0 > 0 ? row0 : 0, h_hi = row0 + rows < height ? row0 + rows : height;
+    const int32_t lo = h_lo * width, hi = h_hi * width;
     int32_t h = h_lo - row0, col = pad_left;
-    for (int32_t p = h_lo * width; p < h_hi * width; p += B) {{
-      const int32_t n = h_hi * width - p < B ? h_hi * width - p : B;
+    for (int32_t p = lo; p < hi; p += B) {{
+      const int32_t start = hi - p < B && hi - lo >= B ? hi - B : p;
+      const int32_t n = hi - start < B ? hi - start : B;
+      if (start != p) {{
+        h = start / width - row0;
+        col = start % width + pad_left;
+      }}
       ts_v8sf v[B];
-      if (n == B && channels == B) {{  /* (straight-line: the vectors stay in registers) */
+      if (n == B) {{  /* (straight-line: the vectors stay in registers) */
 #pragma GCC unroll 8
-        for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(x + c * image + p);
+        for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(x + (c < channels ? c : channels - 1) * image + start);
       }} else {{
         for (int32_t c = 0; c < B; ++c) {{
           /* (loops to B, not to n: gcc's bounds warnings see through a variable bound) */
-          for (int32_t j = 0; j < B; ++j) v[c][j] = c < channels && j < n ? x[c * image + p + j] : 0.0f;
+          for (int32_t j = 0; j < B; ++j) v[c][j] = c < channels && j < n ? x[c * image + start + j] : 0.0f;
         }}
       }}
       ts_transpose8_float32(v);
@@ -131,21 +139,24 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
 #pragma GCC unroll 8
       for (int32_t j = 0; j < B; ++j) result[q + j] = acc[j];
     }}
-    /* back to planes: B position vectors in, B channel runs out */
+    /* back to planes: B position vectors in, B channel runs out (a short last run as above) */
     float* out = y + first * out_w;
     for (int32_t q = 0; q < count; q += B) {{
-      const int32_t n = count - q < B ? count - q : B;
+      const int32_t start = count - q < B && count >= B ? count - B : q;
+      const int32_t n = count - start < B ? count - start : B;
       ts_v8sf v[B];
 #pragma GCC unroll 8
-      for (int32_t j = 0; j < B; ++j) v[j] = result[q + j];
+      for (int32_t j = 0; j < B; ++j) v[j] = result[start + j];
       ts_transpose8_float32(v);
       if (n == B && channels == B) {{
 #pragma GCC unroll 8
-        for (int32_t c = 0; c < B; ++c) *(ts_v8sf_u*)(out + c * outputs + q) = v[c];
+        for (int32_t c = 0; c < B; ++c) *(ts_v8sf_u*)(out + c * outputs + start) = v[c];
+      }} else if (n == B) {{
+        for (int32_t c = 0; c < channels; ++c) *(ts_v8sf_u*)(out + c * outputs + start) = v[c];
       }} else {{
         for (int32_t c = 0; c < channels; ++c) {{
           for (int32_t j = 0; j < B; ++j) {{
-            if (j < n) out[c * outputs + q + j] = v[c][j];
+            if (j < n) out[c * outputs + start + j] = v[c][j];
           }}
         }}
       }}
