@@ -59,10 +59,23 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
   ts_v8sf padded[band_rows * pitch], result[(band * out_w + B - 1) / B * B], w[taps];
   int32_t tap_offset[taps];
   const ts_v8sf zero = {{0}};
-  for (int32_t t = 0; t < taps; ++t) {{
-    for (int32_t c = 0; c < B; ++c) w[t][c] = c < channels ? weight[c * taps + t] : 0.0f;
-    tap_offset[t] = t / kernel_w * dilation_h * pitch + t % kernel_w * dilation_w;
+  /* the weights as one vector per tap: B taps at a time transposed (the last B overlapping), else lane by lane */
+  for (int32_t t = 0; t < taps; t += B) {{
+    const int32_t start = taps - t < B && taps >= B ? taps - B : t;
+    ts_v8sf v[B];
+    if (taps >= B) {{
+#pragma GCC unroll 8
+      for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(weight + (c < channels ? c : channels - 1) * taps + start);
+      ts_transpose8_float32(v);
+#pragma GCC unroll 8
+      for (int32_t k = 0; k < B; ++k) w[start + k] = v[k];
+    }} else {{
+      for (int32_t k = 0; k < taps; ++k) {{
+        for (int32_t c = 0; c < B; ++c) w[k][c] = c < channels ? weight[c * taps + k] : 0.0f;
+      }}
+    }}
   }}
+  for (int32_t t = 0; t < taps; ++t) tap_offset[t] = t / kernel_w * dilation_h * pitch + t % kernel_w * dilation_w;
   for (int32_t first = 0; first < out_h; first += band) {{
     const int32_t count = out_h - first < band ? (out_h - first) * out_w : band * out_w;  /* the band's outputs */
     const int32_t rows = (count / out_w - 1) * stride_h + (kernel_h - 1) * dilation_h + 1;
