@@ -53,6 +53,7 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
      `band` output rows at a time, each band's input rows in a padded scratch of position vectors */
   const int32_t pitch = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1;
   const int32_t image = height * width, outputs = out_h * out_w, taps = kernel_h * kernel_w;
+  const int32_t last = channels - 1;  /* (a short block's missing channels read this one) */
   const int32_t band_rows = (band - 1) * stride_h + (kernel_h - 1) * dilation_h + 1;
   const int32_t left = pad_left < pitch ? pad_left : pitch;
   const int32_t column_end = pad_left + width < pitch ? pad_left + width : pitch;
@@ -65,7 +66,7 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
     ts_v8sf v[B];
     if (taps >= B) {{
 #pragma GCC unroll 8
-      for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(weight + (c < channels ? c : channels - 1) * taps + start);
+      for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(weight + (c < last ? c : last) * taps + start);
       ts_transpose8_float32(v);
 #pragma GCC unroll 8
       for (int32_t k = 0; k < B; ++k) w[start + k] = v[k];
@@ -102,7 +103,7 @@ DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t 
       ts_v8sf v[B];
       if (n == B) {{  /* (straight-line: the vectors stay in registers) */
 #pragma GCC unroll 8
-        for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(x + (c < channels ? c : channels - 1) * image + start);
+        for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(x + (c < last ? c : last) * image + start);
       }} else {{
         for (int32_t c = 0; c < B; ++c) {{
           /* (loops to B, not to n: gcc's bounds warnings see through a variable bound) */

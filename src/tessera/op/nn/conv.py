@@ -3,7 +3,9 @@
 The loop schedule (register-blocked tiles, reduce axes outside the output's
 spatial loops) lives in `conv_schedule`, shared with the transposed
 convolution. Pointwise float32 convolutions (1x1, stride 1, unpadded) on
-large enough maps are instead calls of the GEMM microkernel (`conv_gemm`).
+large enough maps are instead calls of the GEMM microkernel (`conv_gemm`),
+and 2-d float32 depthwise ones on AVX2 and AVX-512 hosts calls of a
+channel-blocked kernel (`conv_depthwise`).
 """
 
 from __future__ import annotations
