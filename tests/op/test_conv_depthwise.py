@@ -1,6 +1,7 @@
 """Depthwise convolutions as channel-blocked kernel calls (op/nn/conv_depthwise.py, codegen/c_depthwise.py):
 against NumPy for widths 1..20, strides, dilations, uneven padding, channel counts off the 8-channel block,
-bands of rows on large maps and fused epilogues, on the AVX2 and the AVX-512 level; which convolutions take it."""
+bands of rows on large maps and fused epilogues, on the AVX2 and the AVX-512 level; which convolutions take it,
+and the tuner's knob between it and the planar schedule."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from tessera import relay
 from tessera.op import elemwise, elemwise_activation
 from tessera.op.nn import conv
 from tessera.op.nn.conv import ConvAttrs, conv_reference
-from tessera.op.nn.conv_depthwise import (DEPTHWISE_BLOCK, DEPTHWISE_SYMBOL, MAX_SCRATCH_VECTORS, band_rows,
-                                          fits_depthwise, scratch_vectors)
+from tessera.op.nn.conv_depthwise import (DEPTHWISE_BLOCK, DEPTHWISE_SYMBOL, MAX_SCRATCH_VECTORS, WORKLOAD_OP,
+                                          band_rows, fits_depthwise, scratch_vectors)
 from tessera.op.nn.conv_schedule import ConvGeometry
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
+from tessera.target.cpu_id import cpu_key
 from tessera.testing.isa import require_level
+from tessera.transform import PassContext
+from tessera.tune import LOG_CONFIG_KEY, Record, TuningLog, extract_tasks
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 ISA levels need an x86-64 host")
 LEVELS = ["x86-64-v3", "x86-64-v4"]  # AVX2 + FMA, AVX-512 (the kernel's vectors are eight floats on both)
@@ -124,3 +128,42 @@ def test_the_kernel_text_is_deterministic_and_names_its_block():
     again = tessera.build(_module((1, 9, 6, 6), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)), target="c -mcpu=x86-64-v3")
     assert first.c_sources == again.c_sources
     assert f"enum {{ B = {DEPTHWISE_BLOCK} }};" in "".join(first.c_sources.values())
+
+
+def _const_module(x_shape, strides=(1, 1)):
+    channels = x_shape[1]
+    x = relay.Var("x", relay.TensorType(x_shape, "float32"))
+    w = relay.const(np.random.default_rng(5).standard_normal((channels, 1, 3, 3)).astype(np.float32))
+    y = conv.conv2d(x, w, strides=strides, padding=(1, 1, 1, 1), dilation=(1, 1), groups=channels)
+    return relay.IRModule.from_expr(relay.Function([x], y))
+
+
+@pytest.mark.parametrize("level, x_shape, default", [
+    ("x86-64-v3", (1, 12, 25, 5), 1), ("x86-64-v4", (1, 12, 25, 5), 1),
+    ("x86-64-v3", (1, 8, 56, 56), 1), ("x86-64-v4", (1, 8, 56, 56), 0),  # the planar default of AVX-512
+])
+def test_the_tuner_offers_both_schedules_with_the_rules_default(level, x_shape, default):
+    tasks = [t for t in extract_tasks(_const_module(x_shape), f"c -mcpu={level}") if t.workload.op == WORKLOAD_OP]
+    (task,) = tasks
+    assert task.choice.default == {"channel_blocked": default}
+    assert sorted(c["channel_blocked"] for c in task.choice.candidates) == [0, 1]
+    assert task.choice.work == x_shape[1] * x_shape[2] * x_shape[3] * 9
+
+
+def test_no_knob_where_the_kernel_cannot_run():
+    assert not [t for t in extract_tasks(_const_module((1, 12, 25, 5)), "c -mcpu=x86-64")
+                if t.workload.op == WORKLOAD_OP]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_log_picking_the_other_schedule_builds_it_and_the_same_numbers(level):
+    mod, target = _const_module((1, 12, 25, 5), strides=(2, 2)), f"c -mcpu={level}"
+    (task,) = [t for t in extract_tasks(mod, target) if t.workload.op == WORKLOAD_OP]
+    log = TuningLog([Record(task.workload, {"channel_blocked": 0}, 1e-9, target, cpu=cpu_key())])
+    plain = tessera.build(mod, target=target)
+    planar = tessera.build(mod, target=target, ctx=PassContext(config={LOG_CONFIG_KEY: log}))
+    assert f"{DEPTHWISE_SYMBOL}(" in "".join(plain.c_sources.values())
+    assert f"{DEPTHWISE_SYMBOL}(" not in "".join(planar.c_sources.values())
+    require_level(level)
+    x = np.random.default_rng(6).standard_normal((1, 12, 25, 5)).astype(np.float32)
+    np.testing.assert_allclose(planar(x)[0], plain(x)[0], rtol=1e-5, atol=1e-5)

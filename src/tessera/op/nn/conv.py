@@ -21,7 +21,7 @@ from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import Op, OpPattern, TypeRelation, register_op
 from ..schedule_context import ScheduleContext
-from .conv_depthwise import depthwise_conv, fits_depthwise
+from .conv_depthwise import choose_depthwise, depthwise_conv
 from .conv_gemm import choose_pointwise_kernel, is_pointwise, pointwise_conv
 from .conv_regions import plan_regions, region_conv
 from .conv_schedule import ConvGeometry, conv_schedule, pad_input, planar_conv
@@ -133,7 +133,7 @@ def _make_compute(d: int):
             sliced = sliced_conv(data, read_weight, geometry, attrs.padding[:d], attrs.padding[d:], sched, f"conv{d}d")
             if sliced is not None:
                 return sliced
-        if fits_depthwise(geometry, data.dtype, sched) and weight.dtype == data.dtype:
+        if weight.dtype == data.dtype and choose_depthwise(geometry, data.dtype, sched):
             return depthwise_conv(data, weight, geometry, attrs.padding[:d])  # (after the dilated regions)
         g = geometry.scheduled(sched)
         if g.planar():

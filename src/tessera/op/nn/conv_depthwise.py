@@ -29,6 +29,7 @@ from ..schedule_context import ScheduleContext
 from .conv_schedule import ConvGeometry
 
 DEPTHWISE_SYMBOL = "ts_depthwise2d_float32"
+WORKLOAD_OP = "conv2d_depthwise"  # the operator named in tuning logs (the knob: kernel or planar schedule)
 DEPTHWISE_BLOCK = 8  # channels per call: one ymm of float32 (the C text's vector type)
 MIN_LANES = 8  # AVX2 and up: narrower targets keep the planar schedule (and their C)
 # position vectors of the kernel's stack scratch (a band's padded input rows plus its outputs), at most:
@@ -56,18 +57,37 @@ def band_rows(g: ConvGeometry) -> int:
     return max((r for r in range(1, g.out_shape[2] + 1) if scratch_vectors(g, r) <= MAX_SCRATCH_VECTORS), default=0)
 
 
+def runs_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
+    """Whether the kernel can compute `g`: a 2-d float32 depthwise convolution (one input and one output
+    channel per group) on a target with vectors of eight float32 or more, one output row of which fits
+    the kernel's scratch."""
+    return (g.rank == 2 and dtype == "float32" and g.in_channels_per_group == 1 and g.out_channels_per_group == 1
+            and (float32_lanes(sched.target) or 0) >= MIN_LANES and band_rows(g) > 0)
+
+
 def fits_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
-    """A 2-d float32 depthwise convolution (one input and one output channel per group) on a target with
-    vectors of eight float32 or more, one output row of which fits the kernel's scratch; with 16-lane
-    vectors, not a large map of stride 1 and at most 3x3 taps, where the planar schedule's wide tiles
-    keep up and its copy-out runs the epilogue while the tiles are in cache (the kernel's tail is a
-    second pass: MobileNet's 56x56 layers 3-8% slower with ReLU6 and hard-swish)."""
-    if not (g.rank == 2 and dtype == "float32" and g.in_channels_per_group == 1 and g.out_channels_per_group == 1):
+    """The default: the kernel wherever it runs, except with 16-lane vectors on a large map of stride 1
+    and at most 3x3 taps, where the planar schedule's wide tiles keep up and its copy-out runs the
+    epilogue while the tiles are in cache (the kernel's tail is a second pass: MobileNet's 56x56
+    layers 3-8% slower with ReLU6 and hard-swish, though 10% faster with SiLU)."""
+    if not runs_depthwise(g, dtype, sched):
         return False
-    lanes = float32_lanes(sched.target) or 0
-    planar_wins = (lanes >= WIDE_VECTOR_LANES and g.strides == (1, 1) and math.prod(g.kernel) <= SMALL_KERNEL_TAPS
-                   and math.prod(g.out_shape[2:]) >= PLANAR_MIN_POSITIONS)
-    return lanes >= MIN_LANES and not planar_wins and band_rows(g) > 0
+    planar_wins = ((float32_lanes(sched.target) or 0) >= WIDE_VECTOR_LANES and g.strides == (1, 1)
+                   and math.prod(g.kernel) <= SMALL_KERNEL_TAPS and math.prod(g.out_shape[2:]) >= PLANAR_MIN_POSITIONS)
+    return not planar_wins
+
+
+def choose_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
+    """Whether to call the kernel for `g`: `fits_depthwise`'s answer, or the tuning log's (`tessera tune`
+    measures both schedules wherever the kernel runs)."""
+    if not runs_depthwise(g, dtype, sched):
+        return False
+    default = {"channel_blocked": int(fits_depthwise(g, dtype, sched))}
+    candidates = [{"channel_blocked": 1}, {"channel_blocked": 0}]
+    description = {"in": list(g.in_spatial), "out": list(g.out_shape), "kernel": list(g.kernel),
+                   "strides": list(g.strides), "dilation": list(g.dilation)}
+    picked = sched.choose(WORKLOAD_OP, description, candidates, default, work=g.multiply_adds)
+    return bool(picked["channel_blocked"])
 
 
 def depthwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, begins: tuple[int, ...]) -> te.Tensor:
