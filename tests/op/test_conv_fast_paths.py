@@ -14,6 +14,7 @@ import tessera
 from tessera import relay
 from tessera.op.nn import conv
 from tessera.op.nn.conv import ConvAttrs, conv_reference
+from tessera.op.nn.conv_depthwise import DEPTHWISE_SYMBOL
 from tessera.op.nn.conv_gemm import choose_pointwise_kernel, is_pointwise
 from tessera.op.nn.conv_planes import inside
 from tessera.op.nn.conv_schedule import SINGLE_CHANNEL_WIDTHS, ConvGeometry
@@ -105,15 +106,21 @@ DEPTHWISE = [  # (input shape, strides, padding)
 ]
 
 
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("level", ["x86-64", *LEVELS])
 @pytest.mark.parametrize("x_shape, strides, padding", DEPTHWISE)
-def test_depthwise_tiles_are_wide_and_match_numpy(level, x_shape, strides, padding):
+def test_depthwise_convolutions_match_numpy(level, x_shape, strides, padding):
+    """Wide planar tiles on SSE-only x86-64 (four lanes) and for AVX-512's large maps of stride 1,
+    channel-blocked kernel calls (conv_depthwise) otherwise."""
     channels = x_shape[1]
     source = _check(x_shape, (channels, 1, 3, 3), level, strides=strides, padding=padding, groups=channels)
     lanes = float32_lanes(Target(f"c -mcpu={level}"))
     widths = [int(line.split("[")[1].split("]")[0]) for line in source.splitlines()
               if "float conv2d" in line and "_tile[" in line]
-    assert widths and all(w in SINGLE_CHANNEL_WIDTHS and w <= 8 * lanes for w in widths)
+    if level == "x86-64" or (lanes == 16 and x_shape[2] == 56):  # (AVX-512 keeps planar 56x56 maps of stride 1)
+        assert widths and all(w in SINGLE_CHANNEL_WIDTHS and w <= 8 * lanes for w in widths)
+        assert DEPTHWISE_SYMBOL not in source
+    else:
+        assert not widths and f"{DEPTHWISE_SYMBOL}(" in source
 
 
 @pytest.mark.parametrize("level, want", [("x86-64-v3", 64), ("x86-64-v4", 128)])

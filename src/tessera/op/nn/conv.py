@@ -3,7 +3,9 @@
 The loop schedule (register-blocked tiles, reduce axes outside the output's
 spatial loops) lives in `conv_schedule`, shared with the transposed
 convolution. Pointwise float32 convolutions (1x1, stride 1, unpadded) on
-large enough maps are instead calls of the GEMM microkernel (`conv_gemm`).
+large enough maps are instead calls of the GEMM microkernel (`conv_gemm`),
+and 2-d float32 depthwise ones on AVX2 and AVX-512 hosts calls of a
+channel-blocked kernel (`conv_depthwise`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import Op, OpPattern, TypeRelation, register_op
 from ..schedule_context import ScheduleContext
+from .conv_depthwise import choose_depthwise, depthwise_conv
 from .conv_gemm import choose_pointwise_kernel, is_pointwise, pointwise_conv
 from .conv_regions import plan_regions, region_conv
 from .conv_schedule import ConvGeometry, conv_schedule, pad_input, planar_conv
@@ -130,6 +133,8 @@ def _make_compute(d: int):
             sliced = sliced_conv(data, read_weight, geometry, attrs.padding[:d], attrs.padding[d:], sched, f"conv{d}d")
             if sliced is not None:
                 return sliced
+        if weight.dtype == data.dtype and choose_depthwise(geometry, data.dtype, sched):
+            return depthwise_conv(data, weight, geometry, attrs.padding[:d])  # (after the dilated regions)
         g = geometry.scheduled(sched)
         if g.planar():
             return planar_conv(data, attrs.padding[:d], attrs.padding[d:], read_weight, g, f"conv{d}d")

@@ -1,0 +1,179 @@
+"""C text of the channel-blocked depthwise kernel (`tessera.op.nn.conv_depthwise`).
+
+`ts_depthwise2d_float32` convolves eight channels of an NCHW image at a
+time with vectors across those channels: the eight channel planes are
+transposed (8x8 blocks of shuffles) into a zero-padded scratch of
+position vectors, every output position is then one vector accumulating
+its kernel taps (eight positions per step, so eight independent chains
+of multiply-adds), and the results are transposed back into the NCHW
+output. The vectors are GCC vector extensions of eight floats: ymm
+registers on AVX2 and AVX-512 alike (Zen 4 runs a zmm as two halves, and
+eight channels waste less on odd channel counts). Taps are added in the
+order kh, kw from zero, as the planar schedule adds them.
+"""
+
+from __future__ import annotations
+
+from ..op.nn.conv_depthwise import DEPTHWISE_BLOCK, DEPTHWISE_SYMBOL
+
+# the 8x8 transpose: pairs of rows interleaved, then pairs of pairs, then the 128-bit halves swapped
+TRANSPOSE_SOURCE = """typedef float ts_v8sf __attribute__((vector_size(32)));
+typedef float ts_v8sf_u __attribute__((vector_size(32), aligned(4)));
+typedef int32_t ts_v8si __attribute__((vector_size(32)));
+static inline void ts_transpose8_float32(ts_v8sf r[8]) {
+  const ts_v8si pairs_lo = {0, 8, 1, 9, 4, 12, 5, 13}, pairs_hi = {2, 10, 3, 11, 6, 14, 7, 15};
+  const ts_v8si quads_lo = {0, 1, 8, 9, 4, 5, 12, 13}, quads_hi = {2, 3, 10, 11, 6, 7, 14, 15};
+  const ts_v8si halves_lo = {0, 1, 2, 3, 8, 9, 10, 11}, halves_hi = {4, 5, 6, 7, 12, 13, 14, 15};
+  ts_v8sf t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shuffle(r[i], r[i + 1], pairs_lo);
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], pairs_hi);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {  /* u[i + k]: columns k and k + 4 of rows i..i+3 */
+    u[i] = __builtin_shuffle(t[i], t[i + 2], quads_lo);
+    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], quads_hi);
+    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], quads_lo);
+    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], quads_hi);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    r[k] = __builtin_shuffle(u[k], u[k + 4], halves_lo);
+    r[k + 4] = __builtin_shuffle(u[k], u[k + 4], halves_hi);
+  }
+}"""
+
+DEPTHWISE_SOURCE = f"""static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t height, int32_t width,
+    int32_t out_h, int32_t out_w, int32_t kernel_h, int32_t kernel_w, int32_t stride_h, int32_t stride_w,
+    int32_t dilation_h, int32_t dilation_w, int32_t pad_top, int32_t pad_left, int32_t band,
+    const float* x, const float* weight, float* y) {{
+  enum {{ B = {DEPTHWISE_BLOCK} }};
+  /* channels <= B planes of x (height x width), weight[c][kernel_h][kernel_w], y: channels planes of outputs;
+     `band` output rows at a time, each band's input rows in a padded scratch of position vectors */
+  const int32_t pitch = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1;
+  const int32_t image = height * width, outputs = out_h * out_w, taps = kernel_h * kernel_w;
+  const int32_t last = channels - 1;  /* (a short block's missing channels read this one) */
+  const int32_t band_rows = (band - 1) * stride_h + (kernel_h - 1) * dilation_h + 1;
+  const int32_t left = pad_left < pitch ? pad_left : pitch;
+  const int32_t column_end = pad_left + width < pitch ? pad_left + width : pitch;
+  ts_v8sf padded[band_rows * pitch], result[(band * out_w + B - 1) / B * B], w[taps];
+  int32_t tap_offset[taps];
+  const ts_v8sf zero = {{0}};
+  /* the weights as one vector per tap: B taps at a time transposed (the last B overlapping), else lane by lane */
+  for (int32_t t = 0; t < taps; t += B) {{
+    const int32_t start = taps - t < B && taps >= B ? taps - B : t;
+    ts_v8sf v[B];
+    if (taps >= B) {{
+#pragma GCC unroll 8
+      for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(weight + (c < last ? c : last) * taps + start);
+      ts_transpose8_float32(v);
+#pragma GCC unroll 8
+      for (int32_t k = 0; k < B; ++k) w[start + k] = v[k];
+    }} else {{
+      for (int32_t k = 0; k < taps; ++k) {{
+        for (int32_t c = 0; c < B; ++c) w[k][c] = c < channels ? weight[c * taps + k] : 0.0f;
+      }}
+    }}
+  }}
+  for (int32_t t = 0; t < taps; ++t) tap_offset[t] = t / kernel_w * dilation_h * pitch + t % kernel_w * dilation_w;
+  for (int32_t first = 0; first < out_h; first += band) {{
+    const int32_t count = out_h - first < band ? (out_h - first) * out_w : band * out_w;  /* the band's outputs */
+    const int32_t rows = (count / out_w - 1) * stride_h + (kernel_h - 1) * dilation_h + 1;
+    const int32_t row0 = first * stride_h - pad_top;  /* the image row of scratch row 0 */
+    /* zero what the image does not cover */
+    for (int32_t r = 0; r < rows; ++r) {{
+      const int32_t inside = row0 + r >= 0 && row0 + r < height;
+      for (int32_t c = 0; c < (inside ? left : pitch); ++c) padded[r * pitch + c] = zero;
+      for (int32_t c = column_end; c < pitch && inside; ++c) padded[r * pitch + c] = zero;
+    }}
+    /* the band's image rows B positions at a time: B channel runs in, B position vectors out; a short
+       last run is taken as the B positions ending the band (storing some vectors twice), and the rows
+       of a last block of fewer than B channels as copies of its last channel (their lanes are unused) */
+    const int32_t h_lo = row0 > 0 ? row0 : 0, h_hi = row0 + rows < height ? row0 + rows : height;
+    const int32_t lo = h_lo * width, hi = h_hi * width;
+    int32_t h = h_lo - row0, col = pad_left;
+    for (int32_t p = lo; p < hi; p += B) {{
+      const int32_t start = hi - p < B && hi - lo >= B ? hi - B : p;
+      const int32_t n = hi - start < B ? hi - start : B;
+      if (start != p) {{
+        h = start / width - row0;
+        col = start % width + pad_left;
+      }}
+      ts_v8sf v[B];
+      if (n == B) {{  /* (straight-line: the vectors stay in registers) */
+#pragma GCC unroll 8
+        for (int32_t c = 0; c < B; ++c) v[c] = *(const ts_v8sf_u*)(x + (c < last ? c : last) * image + start);
+      }} else {{
+        for (int32_t c = 0; c < B; ++c) {{
+          /* (loops to B, not to n: gcc's bounds warnings see through a variable bound) */
+          for (int32_t j = 0; j < B; ++j) v[c][j] = c < channels && j < n ? x[c * image + start + j] : 0.0f;
+        }}
+      }}
+      ts_transpose8_float32(v);
+      if (n == B && col + B <= pad_left + width && col + B <= pitch) {{  /* within one row */
+        ts_v8sf* row = padded + h * pitch + col;
+#pragma GCC unroll 8
+        for (int32_t j = 0; j < B; ++j) row[j] = v[j];
+        col += B;
+        if (col == pad_left + width) {{
+          col = pad_left;
+          ++h;
+        }}
+      }} else {{
+        for (int32_t j = 0; j < n; ++j) {{
+          if (col < pitch) padded[h * pitch + col] = v[j];
+          if (++col == pad_left + width) {{
+            col = pad_left;
+            ++h;
+          }}
+        }}
+      }}
+    }}
+    /* B output positions per step, each its own chain of multiply-adds; past the end, position 0 again */
+    int32_t oy = 0, ox = 0;
+    for (int32_t q = 0; q < count; q += B) {{
+      const ts_v8sf* base[B];
+      for (int32_t j = 0; j < B; ++j) {{
+        base[j] = padded + (q + j < count ? oy * stride_h * pitch + ox * stride_w : 0);
+        if (q + j < count && ++ox == out_w) {{
+          ox = 0;
+          ++oy;
+        }}
+      }}
+      ts_v8sf acc[B];
+#pragma GCC unroll 8
+      for (int32_t j = 0; j < B; ++j) acc[j] = zero;
+      for (int32_t t = 0; t < taps; ++t) {{
+        const ts_v8sf tap = w[t];
+        const int32_t offset = tap_offset[t];  /* (pointers plus one offset: no address sums in the loop) */
+#pragma GCC unroll 8
+        for (int32_t j = 0; j < B; ++j) acc[j] = acc[j] + base[j][offset] * tap;
+      }}
+#pragma GCC unroll 8
+      for (int32_t j = 0; j < B; ++j) result[q + j] = acc[j];
+    }}
+    /* back to planes: B position vectors in, B channel runs out (a short last run as above) */
+    float* out = y + first * out_w;
+    for (int32_t q = 0; q < count; q += B) {{
+      const int32_t start = count - q < B && count >= B ? count - B : q;
+      const int32_t n = count - start < B ? count - start : B;
+      ts_v8sf v[B];
+#pragma GCC unroll 8
+      for (int32_t j = 0; j < B; ++j) v[j] = result[start + j];
+      ts_transpose8_float32(v);
+      if (n == B && channels == B) {{
+#pragma GCC unroll 8
+        for (int32_t c = 0; c < B; ++c) *(ts_v8sf_u*)(out + c * outputs + start) = v[c];
+      }} else if (n == B) {{
+        for (int32_t c = 0; c < channels; ++c) *(ts_v8sf_u*)(out + c * outputs + start) = v[c];
+      }} else {{
+        for (int32_t c = 0; c < channels; ++c) {{
+          for (int32_t j = 0; j < B; ++j) {{
+            if (j < n) out[c * outputs + start + j] = v[c][j];
+          }}
+        }}
+      }}
+    }}
+  }}
+}}"""
