@@ -28,10 +28,12 @@ static void {k.symbol}(int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t
     int64_t lo_y, int64_t hi_y, int64_t lo_x, int64_t hi_x, const float* restrict x, float* restrict y) {{
   enum {{ KH = {kh}, KW = {kw}, SH = {sh}, SW = {sw} }};{unused}
   /* outputs whose windows lie inside the input: rows [oy0, oy1), columns [ox0, ox1) */
-  const int64_t oy1 = h - KH + pt >= 0 ? (h - KH + pt) / SH + 1 < oh ? (h - KH + pt) / SH + 1 : oh : 0;
-  const int64_t ox1 = w - KW + pl >= 0 ? (w - KW + pl) / SW + 1 < ow ? (w - KW + pl) / SW + 1 : ow : 0;
-  const int64_t oy0 = (pt + SH - 1) / SH < oy1 ? (pt + SH - 1) / SH : oy1;
-  const int64_t ox0 = (pl + SW - 1) / SW < ox1 ? (pl + SW - 1) / SW : ox1;
+  int64_t oy1 = h - KH + pt >= 0 ? (h - KH + pt) / SH + 1 : 0, ox1 = w - KW + pl >= 0 ? (w - KW + pl) / SW + 1 : 0;
+  if (oy1 > oh) oy1 = oh;
+  if (ox1 > ow) ox1 = ow;
+  int64_t oy0 = (pt + SH - 1) / SH, ox0 = (pl + SW - 1) / SW;
+  if (oy0 > oy1) oy0 = oy1;
+  if (ox0 > ox1) ox0 = ox1;
 #if defined(_OPENMP)
 #pragma omp parallel for if (planes * oh * ow * KH * KW >= {PARALLEL_MIN_WORK}) schedule(static)
 #endif
