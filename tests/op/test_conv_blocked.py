@@ -46,10 +46,17 @@ def test_packed_weights_round_trip_and_reject_ragged_blocks():
         pack_blocked_weights(w[:48], 32)
 
 
-@pytest.mark.parametrize("width, tile", [(7, 7), (14, 7), (8, 8), (56, 8), (13, None), (10, None), (5, None)])
-def test_row_tiles_divide_the_row_and_fit_the_avx512_registers(width, tile):
-    # 32 channels = 2 zmm per output: up to 8 outputs (16 accumulators, 256 tile elements), at least 6
+@pytest.mark.parametrize("width, tile", [(7, 7), (14, 7), (8, 8), (56, 8), (13, 7), (10, 6), (27, 7), (5, 6)])
+def test_row_tiles_fit_the_avx512_registers_and_waste_least(width, tile):
+    # 32 channels = 2 zmm per output: 6 to 8 outputs (12-16 accumulators, at most 256 tile elements)
     assert row_tile(width, 32, 16) == tile
+
+
+@pytest.mark.parametrize("width", [7, 14, 8, 56, 13])
+def test_avx2_row_tiles_hold_four_outputs(width):
+    # 16 channels = 2 ymm per output: 4 outputs (8 accumulators, 2 weight vectors, a broadcast)
+    assert row_tile(width, 16, 8) == 4
+    assert row_tile(width, 32, 8) is None  # 4 ymm per output: not even 4 outputs fit
 
 
 def test_row_tiles_need_a_known_register_file():
@@ -65,8 +72,10 @@ def test_row_tiles_need_a_known_register_file():
     (V4, (7, 7), 512, (3, 3), _attrs(groups=2), None),                 # grouped
     (V4, (7, 7), 512, (3, 3), _attrs(padding=(2, 2, 2, 2), dilation=(2, 2)), None),  # dilated: regions
     (V4, (7, 7), 512, (1, 1), _attrs(padding=(0, 0, 0, 0)), None),     # 1x1: the GEMM paths
-    (V4, (13, 13), 256, (3, 3), _attrs(), None),                       # a 13-wide row has no fitting tile
-    (V3, (7, 7), 512, (3, 3), _attrs(), None),                         # AVX2 keeps the planar tiles
+    (V4, (13, 13), 256, (3, 3), _attrs(), 32),                         # tiles of 7: 14 columns for 13
+    (V4, (224, 224), 64, (7, 7), _attrs(strides=(2, 2), padding=(3, 3, 3, 3)), None),  # the stem: 97% filled
+    (V3, (7, 7), 512, (3, 3), _attrs(), 16),                           # AVX2: 2 ymm of channels
+    (V3, (7, 7), 40, (3, 3), _attrs(), None),
     ("c -march=armv8-a", (7, 7), 512, (3, 3), _attrs(), None),
 ])
 def test_which_convolutions_are_blocked(target, in_hw, oc, kernel, attrs, expected):
@@ -75,22 +84,31 @@ def test_which_convolutions_are_blocked(target, in_hw, oc, kernel, attrs, expect
     assert blocked_block(Target(target), in_hw, oc, out_hw, kernel, attrs) == expected
 
 
-def test_the_pass_packs_blocked_weights_only_for_avx512():
+@pytest.mark.parametrize("target, block", [(V4, 32), (V3, 16)])
+def test_the_pass_packs_blocked_weights_in_blocks_of_two_vectors(target, block):
     w = np.random.default_rng(0).standard_normal((64, 16, 3, 3)).astype(np.float32)
     func = infer_function(_conv_function((1, 16, 8, 8), w, _attrs()))
-    (call,) = [c for c in iter_calls(pack_gemm_weights(func, Target(V4)).body)]
-    assert call.op is conv2d_blocked and call.args[1].data.shape == (2, 16, 3, 3, 32)
-    assert pack_gemm_weights(func, Target(V3)) is func
+    (call,) = [c for c in iter_calls(pack_gemm_weights(func, Target(target)).body)]
+    assert call.op is conv2d_blocked and call.args[1].data.shape == (64 // block, 16, 3, 3, block)
+
+
+def test_the_pass_leaves_targets_without_a_known_register_file():
+    w = np.random.default_rng(0).standard_normal((64, 16, 3, 3)).astype(np.float32)
+    func = infer_function(_conv_function((1, 16, 8, 8), w, _attrs()))
+    assert pack_gemm_weights(func, Target("c -march=armv8-a")) is func
 
 
 # (input NCHW, output channels, kernel, strides, padding (t, l, b, r)): odd sizes, stride 2 onto odd
-# maps, asymmetric padding, input channels not a multiple of the vector width, a 5x5 and a 7x7 kernel
+# maps, asymmetric padding, input channels not a multiple of the vector width, a 5x5 and a 7x7 kernel,
+# rows that the tiles do not divide
 CASES = [
     ((1, 5, 7, 7), 32, (3, 3), (1, 1), (1, 1, 1, 1)),
     ((2, 3, 15, 15), 64, (3, 3), (2, 2), (1, 1, 1, 1)),
     ((1, 17, 14, 14), 32, (3, 3), (1, 1), (0, 1, 2, 1)),
     ((1, 8, 16, 11), 32, (5, 5), (2, 1), (2, 2, 2, 2)),
     ((1, 3, 20, 20), 32, (7, 7), (2, 2), (3, 3, 3, 3)),
+    ((1, 4, 13, 13), 32, (3, 3), (1, 1), (1, 1, 1, 1)),  # the last tile of each row reaches past it
+    ((1, 4, 13, 27), 32, (3, 3), (2, 2), (1, 0, 1, 2)),  # ... with stride 2
 ]
 
 
@@ -101,26 +119,29 @@ def test_blocked_convolutions_match_the_reference(shape, oc, kernel, strides, pa
     b = rng.standard_normal(oc).astype(np.float32)
     x = rng.standard_normal(shape).astype(np.float32)
     attrs = _attrs(strides, padding)
-    # the op itself (whatever the pass would choose), with a fused bias and ReLU
-    xv = relay.Var("x", relay.TensorType(shape, "float32"))
-    y = conv2d_blocked(xv, relay.const(pack_blocked_weights(w, 32)), strides=strides, padding=padding, dilation=(1, 1))
-    mod = relay.IRModule.from_expr(relay.Function((xv,), ew.relu(ew.add(y, relay.const(b.reshape(-1, 1, 1))))))
     expected = np.maximum(conv_reference([x, w], attrs) + b.reshape(-1, 1, 1), 0)
-    for target, level in ((V4, "x86-64-v4"), (V3, "x86-64-v3")):  # v3: tiles of one column, still correct
+    # the op itself (whatever the pass would choose), with a fused bias and ReLU; each level with the
+    # other's block too (32 channels at x86-64-v3: tiles of one column, still correct)
+    for block, target, level in ((32, V4, "x86-64-v4"), (16, V3, "x86-64-v3"), (32, V3, "x86-64-v3")):
+        xv = relay.Var("x", relay.TensorType(shape, "float32"))
+        y = conv2d_blocked(xv, relay.const(pack_blocked_weights(w, block)), strides=strides, padding=padding,
+                           dilation=(1, 1))
+        mod = relay.IRModule.from_expr(relay.Function((xv,), ew.relu(ew.add(y, relay.const(b.reshape(-1, 1, 1))))))
         lib = tessera.build(mod, target=target)
         assert "conv2d_blocked" in "".join(lib.c_sources.values())
         require_level(level)
-        np.testing.assert_allclose(lib(x)[0], expected, rtol=1e-4, atol=1e-4, err_msg=target)
+        np.testing.assert_allclose(lib(x)[0], expected, rtol=1e-4, atol=1e-4, err_msg=f"{target}, {block}")
 
 
-def test_a_model_built_for_avx512_runs_its_small_maps_blocked():
+@pytest.mark.parametrize("target, level", [(V4, "x86-64-v4"), (V3, "x86-64-v3")])
+def test_a_model_runs_its_small_maps_blocked(target, level):
     rng = np.random.default_rng(2)
     w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
     b = rng.standard_normal(64).astype(np.float32)
     x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
-    lib = tessera.build(relay.IRModule.from_expr(_conv_function((1, 32, 8, 8), w, _attrs(), b)), target=V4)
+    lib = tessera.build(relay.IRModule.from_expr(_conv_function((1, 32, 8, 8), w, _attrs(), b)), target=target)
     assert "conv2d_blocked" in "".join(lib.c_sources.values())
-    require_level("x86-64-v4")
+    require_level(level)
     expected = np.maximum(conv_reference([x, w], _attrs()) + b.reshape(-1, 1, 1), 0)
     np.testing.assert_allclose(lib(x)[0], expected, rtol=1e-4, atol=1e-4)
 

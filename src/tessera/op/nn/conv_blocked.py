@@ -6,7 +6,8 @@ planes. On a small map most vectors are partly padding or past the map's end: a 
 of 9 computes 64 positions for its 49 outputs (3x3 layers of ResNet-50's last stage ran at 0.75 of
 onnxruntime's speed on an AVX-512 EPYC), an 8x8 map 80 for 64. Here a register tile is P outputs of
 one row by CB output channels (two vectors): each multiply-add broadcasts one input element against
-CB weights, contiguous in the packed weight, and P divides the row, so no lane computes padding.
+CB weights, contiguous in the packed weight. Only the last tile of a row may reach past its end (P is
+chosen to waste least, `row_tile`): a 7x7 map computes 49 positions, or 56 with AVX2's tiles of 4.
 
 `conv2d_blocked(data, wp, ...)` convolves NCHW `data` with the weight (OC, IC, KH, KW) stored as
 `pack_blocked_weights(weight, CB)`: shape (OC / CB, IC, KH, KW, CB). The PackGemmWeights pass writes
@@ -40,11 +41,17 @@ from .conv_schedule import VECTOR_REGISTERS, WIDTH_CANDIDATES, pad_input
 # (3x3 layers on an AVX-512 EPYC, blocked/planar time: 7x7 and 8x8 maps 0.8, 14x14 0.85, 28x28 (planar fill
 # 0.91) and 56x56 stride 2 (0.94) 0.93; 56x56 (0.96) 1.0; ResNet-50's 7x7 stem (0.97) 1.06)
 PLANAR_FILL_BELOW = 0.95
-MIN_ROW_TILE = 6  # fewer outputs per tile leave too few accumulators to hide the multiply-add latency
-# output channels per block, in vectors, by float32 lanes: AVX-512's 32 registers hold 7 or 8 outputs x 2
-# vectors of accumulators. (AVX2's 16 would hold 7 x 1 or 14 x 1: measured 5-15x slower than the planar
-# tiles with gcc 12, so AVX2 keeps those.)
-BLOCK_VECTORS = {16: 2}
+# output channels per block in vectors, and the outputs per tile tried (fewer than 8 accumulators leave
+# the multiply-add latency exposed), by float32 lanes. AVX-512's 32 registers hold 6-8 outputs x 2
+# vectors of accumulators. AVX2's 16 hold 4 x 2: measured against the planar tiles on a Zen 4 at
+# -mcpu=x86-64-v3, 4 x 2 ran 0.8-0.9x their time, 5 x 2 1.2x, 7 x 2 (spilling) 1.4x, and tiles of one
+# vector (7 x 1) 5-15x (gcc 12 vectorised them across outputs, with shuffles)
+BLOCK_VECTORS = {16: 2, 8: 2}
+ROW_TILES = {16: (6, 7, 8), 8: (4,)}
+# blocked only where its tiles fill at least this much more of their lanes than the planar ones: at
+# equal fill the planar tiles ran ~4% faster on 56x56 maps (AVX-512), and on a 32x32 map of 16 channels
+# (AVX2: 0.94 of the planar lanes filled) 8% faster
+FILL_MARGIN = 1.08
 
 
 @dataclass(frozen=True)
@@ -69,15 +76,25 @@ def unpack_blocked_weights(packed: np.ndarray) -> np.ndarray:
 
 
 def row_tile(out_width: int, block: int, lanes: int) -> int | None:
-    """Outputs per tile along a row: the largest divisor of `out_width` whose P x `block` accumulators
-    fit the register file beside the block's weight vectors and a broadcast, None below MIN_ROW_TILE."""
+    """Outputs per tile along a row (P): of the ROW_TILES whose P x `block` accumulators fit the register
+    file beside the block's weight vectors and a broadcast, the one computing fewest columns past the
+    row's end (the last tile's), the larger on a tie; None where none fits."""
     registers = VECTOR_REGISTERS.get(lanes)
     if registers is None:
         return None
     vectors = block // lanes
-    fitting = [p for p in range(MIN_ROW_TILE, out_width + 1) if out_width % p == 0
-               and p * vectors + vectors + 1 <= registers and p * block <= LOCAL_TILE_ELEMENTS]
-    return max(fitting, default=None)
+    fitting = [p for p in ROW_TILES.get(lanes, ())
+               if p * vectors + vectors + 1 <= registers and p * block <= LOCAL_TILE_ELEMENTS]
+    return min(fitting, key=lambda p: (_row_tiles(out_width, p) * p, -p), default=None)
+
+
+def _row_tiles(out_width: int, row: int) -> int:
+    return -(-out_width // row)
+
+
+def blocked_fill(out_width: int, row: int) -> float:
+    """The share of the positions the blocked tiles compute that are outputs."""
+    return out_width / (_row_tiles(out_width, row) * row)
 
 
 def planar_fill(in_spatial: Sequence[int], out_spatial: Sequence[int], strides: Sequence[int],
@@ -102,10 +119,11 @@ def blocked_block(target: Target, in_spatial: Sequence[int], out_channels: int, 
     block = BLOCK_VECTORS[lanes] * lanes
     if attrs.groups != 1 or any(d != 1 for d in attrs.dilation) or tuple(kernel) == (1, 1) or out_channels % block:
         return None
-    if row_tile(out_spatial[1], block, lanes) is None:
+    row = row_tile(out_spatial[1], block, lanes)
+    if row is None:
         return None
     fill = planar_fill(in_spatial, out_spatial, attrs.strides, attrs.padding, lanes)
-    return block if fill < PLANAR_FILL_BELOW else None
+    return block if fill < PLANAR_FILL_BELOW and blocked_fill(out_spatial[1], row) >= FILL_MARGIN * fill else None
 
 
 def _type(types: tuple[Type, ...], attrs: BlockedConvAttrs) -> Type:
@@ -141,6 +159,8 @@ def blocked_conv(data: te.Tensor, wp: te.Tensor, attrs: BlockedConvAttrs, out_sh
     sh, sw = attrs.strides
     dh, dw = attrs.dilation
     top, left, bottom, right = attrs.padding
+    tiles_per_row = _row_tiles(ow, row)
+    right += (tiles_per_row * row - ow) * sw  # the columns the last tile of a row reads past the row
     if isinstance(data.op, te.PlaceholderOp):
         # a kernel input: copied by loops bounded by the padding, which gcc vectorises (see conv_planes)
         shape = (n_, ic, 1, 1, data.shape[2] + top + bottom, data.shape[3] + left + right)
@@ -156,7 +176,7 @@ def blocked_conv(data: te.Tensor, wp: te.Tensor, attrs: BlockedConvAttrs, out_sh
         w = E.add(E.mul(E.add(E.mul(xb, row), xi), sw), E.mul(rkw.var, dw))
         return te.sum(E.mul(padded(n, rc.var, h, w), wp[cblock, rc.var, rkh.var, rkw.var, ci]), [rc, rkh, rkw])
 
-    tiles = te.compute((n_, blocks, oh, ow // row, row, block), element, name="conv2d",
+    tiles = te.compute((n_, blocks, oh, tiles_per_row, row, block), element, name="conv2d",
                        axis_names=["n", "cb", "y", "xb", "xi", "ci"],
                        loop_order=["n", "cb", "y", "xb", "rc", "rk0", "rk1", "xi", "ci"],
                        register_tile=True, unroll=["rk1"])
