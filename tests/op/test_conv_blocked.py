@@ -16,6 +16,7 @@ from tessera.op.nn.conv_blocked import (blocked_block, conv2d_blocked, pack_bloc
                                         unpack_blocked_weights)
 from tessera.relay.visitor import iter_calls
 from tessera.target import Target
+from tessera.target.simd import missing_level_features
 from tessera.testing.isa import require_level
 from tessera.transform.infer_type import infer_function
 from tessera.transform.pack_gemm_weights import pack_gemm_weights
@@ -156,3 +157,27 @@ def test_the_type_relation_names_what_does_not_fit():
     with pytest.raises(TypeInferenceError, match="needs NCHW data and a packed weight"):
         infer_function(relay.Function((x,), conv2d_blocked(x, flat, strides=(1, 1), padding=(1, 1, 1, 1),
                                                            dilation=(1, 1))))
+
+
+@pytest.mark.parametrize("target, level, rows", [(V4, "x86-64-v4", [4, 5, 6, 7, 8]), (V3, "x86-64-v3", [4, 5, 6])])
+def test_every_row_tile_the_tuner_may_choose_computes_the_same_result(target, level, rows):
+    from tessera.backend.build_module import build_graph, fuse, lower_fused
+    from tessera.transform import PassContext
+    from tessera.tune import extract_tasks
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((32, 6, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((1, 6, 8, 8)).astype(np.float32)
+    mod = relay.IRModule.from_expr(_conv_function((1, 6, 8, 8), w, _attrs(strides=(1, 1))))
+    (task,) = [t for t in extract_tasks(mod, target) if t.workload.op == "conv2d_blocked"]
+    assert [c["row"] for c in task.choice.candidates] == rows  # those whose accumulators fit the registers
+    expected = conv_reference([x, w], _attrs())
+    ctx, quiet = PassContext(), lambda msg: None
+    for config in task.choice.candidates:
+        fused = fuse(mod, Target(target), None, ctx, quiet, "default")
+        lib = build_graph(lower_fused(fused, Target(target), ctx, quiet, "default",
+                                      forced={task.workload: config}), quiet)
+        assert f"float conv2d_tile[{config['row'] * (32 if level == 'x86-64-v4' else 16)}];" in \
+            "".join(lib.c_sources.values())
+        if not missing_level_features(level):  # built for every level, run where this CPU can
+            np.testing.assert_allclose(lib(x)[0], expected, rtol=1e-4, atol=1e-4, err_msg=str(config))

@@ -18,6 +18,7 @@ copy of the tiles into NCHW.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ PLANAR_FILL_BELOW = 0.95
 # vector (7 x 1) 5-15x (gcc 12 vectorised them across outputs, with shuffles)
 BLOCK_VECTORS = {16: 2, 8: 2}
 ROW_TILES = {16: (6, 7, 8), 8: (4,)}
+TUNED_ROW_TILES = range(4, 9)  # what the tuner may try instead (those that fit the registers)
 # blocked only where its tiles fill at least this much more of their lanes than the planar ones: at
 # equal fill the planar tiles ran ~4% faster on 56x56 maps (AVX-512), and on a 32x32 map of 16 channels
 # (AVX2: 0.94 of the planar lanes filled) 8% faster
@@ -76,16 +78,18 @@ def unpack_blocked_weights(packed: np.ndarray) -> np.ndarray:
 
 
 def row_tile(out_width: int, block: int, lanes: int) -> int | None:
-    """Outputs per tile along a row (P): of the ROW_TILES whose P x `block` accumulators fit the register
-    file beside the block's weight vectors and a broadcast, the one computing fewest columns past the
-    row's end (the last tile's), the larger on a tie; None where none fits."""
-    registers = VECTOR_REGISTERS.get(lanes)
-    if registers is None:
-        return None
-    vectors = block // lanes
-    fitting = [p for p in ROW_TILES.get(lanes, ())
-               if p * vectors + vectors + 1 <= registers and p * block <= LOCAL_TILE_ELEMENTS]
+    """Outputs per tile along a row (P): of the ROW_TILES that fit (`fits_registers`), the one computing
+    fewest columns past the row's end (the last tile's), the larger on a tie; None where none fits."""
+    fitting = [p for p in ROW_TILES.get(lanes, ()) if fits_registers(p, block, lanes)]
     return min(fitting, key=lambda p: (_row_tiles(out_width, p) * p, -p), default=None)
+
+
+def fits_registers(row: int, block: int, lanes: int) -> bool:
+    """Whether `row` x `block` accumulators fit the register file beside the block's weight vectors and a
+    broadcast (and the lowering keeps a tile that size in a local array)."""
+    registers = VECTOR_REGISTERS.get(lanes)
+    vectors = block // lanes
+    return registers is not None and row * vectors + vectors + 1 <= registers and row * block <= LOCAL_TILE_ELEMENTS
 
 
 def _row_tiles(out_width: int, row: int) -> int:
@@ -189,13 +193,28 @@ def blocked_conv(data: te.Tensor, wp: te.Tensor, attrs: BlockedConvAttrs, out_sh
     return te.compute(out_shape, untile, name="conv2d_out", axis_names=["n", "c", "o0", "o1"])
 
 
+def choose_row_tile(sched: ScheduleContext, data: te.Tensor, wp_shape: tuple[int, ...],
+                    out_shape: tuple[int, ...], attrs: BlockedConvAttrs) -> int:
+    """The knob `conv2d_blocked`: outputs per tile along a row, {"row": P}, any of TUNED_ROW_TILES that fit
+    the target's registers; `row_tile`'s unless the tuner measured better. 1 (tiles of one column, still
+    correct) for a target the pass would not have packed this block for."""
+    block = wp_shape[-1]
+    lanes = float32_lanes(sched.target) or 0
+    default = row_tile(out_shape[3], block, lanes) if lanes and block % lanes == 0 else None
+    if default is None:
+        return 1
+    candidates = [{"row": p} for p in TUNED_ROW_TILES if fits_registers(p, block, lanes)]
+    description = {"in": list(data.shape), "out": list(out_shape), "kernel": list(wp_shape[2:4]),
+                   "strides": list(attrs.strides), "padding": list(attrs.padding), "dilation": list(attrs.dilation),
+                   "block": block}
+    work = math.prod(out_shape) * wp_shape[1] * wp_shape[2] * wp_shape[3]
+    return sched.choose("conv2d_blocked", description, candidates, {"row": default}, work=work)["row"]
+
+
 def _compute(inputs: list[te.Tensor], attrs: BlockedConvAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     data, wp = inputs
-    block = wp.shape[-1]
-    lanes = float32_lanes(sched.target) or 0
-    row = row_tile(out.shape[3], block, lanes) if lanes and block % lanes == 0 else None
-    # a target the pass did not pack for: the row in tiles of one column (still correct)
-    return blocked_conv(data, wp, attrs, tuple(out.shape), row or 1)
+    row = choose_row_tile(sched, data, tuple(wp.shape), tuple(out.shape), attrs)
+    return blocked_conv(data, wp, attrs, tuple(out.shape), row)
 
 
 conv2d_blocked = register_op(
@@ -205,5 +224,5 @@ conv2d_blocked = register_op(
 )
 
 
-__all__ = ("BlockedConvAttrs", "blocked_block", "conv2d_blocked", "pack_blocked_weights", "row_tile",
-           "unpack_blocked_weights")
+__all__ = ("BlockedConvAttrs", "blocked_block", "blocked_conv", "choose_row_tile", "conv2d_blocked", "fits_registers",
+           "pack_blocked_weights", "row_tile", "unpack_blocked_weights")
