@@ -18,6 +18,7 @@ from tessera.op.nn.conv import conv_reference, ConvAttrs
 from tessera.op.nn.conv_schedule import ConvGeometry
 from tessera.target import Target
 from tessera.target.simd import missing_level_features, native_cpu_flags
+from tessera.testing.isa import require_level
 from tessera.transform import PassContext
 from tessera.tune import Record, ScheduleContext, TuningLog, extract_tasks
 
@@ -58,6 +59,20 @@ def test_planar_convolution_matches_the_reference(shape, oc, kernel, strides, pa
     x = rng.standard_normal(shape).astype(np.float32)
     mod = _conv_module(shape, w, strides, padding, dilation, groups, relu=True)
     (got,) = tessera.build(mod)(x)
+    ref = np.maximum(conv_reference([x, w], ConvAttrs(strides, padding, dilation, groups)), 0)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("level", ["x86-64-v3", "x86-64-v4"])
+@pytest.mark.parametrize("shape,oc,kernel,strides,padding,dilation,groups", CASES)
+def test_planar_convolution_matches_the_reference_at_each_isa_level(level, shape, oc, kernel, strides, padding,
+                                                                    dilation, groups):
+    require_level(level)  # the tiles follow the level's register file (see conv_schedule._fits_registers)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((oc, shape[1] // groups, *kernel)).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    mod = _conv_module(shape, w, strides, padding, dilation, groups, relu=True)
+    (got,) = tessera.build(mod, target=f"c -mcpu={level}")(x)
     ref = np.maximum(conv_reference([x, w], ConvAttrs(strides, padding, dilation, groups)), 0)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
@@ -171,14 +186,31 @@ def test_register_tiles_follow_the_targets_vector_width(target, lanes, width):
 
 
 @pytest.mark.skipif("avx2" not in native_cpu_flags(), reason="runs AVX2 code, which this CPU cannot execute")
-def test_a_haswell_build_uses_two_avx2_vectors_per_tile_row():
+def test_a_haswell_build_uses_two_avx2_vectors_per_tile_row_of_four_channels():
     rng = np.random.default_rng(3)
     shape, w = (1, 8, 16, 16), rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
     x = rng.standard_normal(shape).astype(np.float32)
     lib = tessera.build(_conv_module(shape, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), target="c -march=haswell")
-    assert "float conv2d_tile[128];" in "\n".join(lib.c_sources.values())  # 8 channels x 16 positions
+    # 4 channels x 16 positions: 8 accumulators, 2 input vectors and a broadcast fit AVX2's 16 registers
+    assert "float conv2d_tile[64];" in "\n".join(lib.c_sources.values())
     ref = conv_reference([x, w], ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1), 1))
     np.testing.assert_allclose(lib(x)[0], ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target, channels", [
+    ("c -mcpu=x86-64-v3", 4),  # 16 ymm registers: 8 x 2 accumulators would spill
+    ("c -mcpu=x86-64-v4", 8),  # 32 zmm registers
+    ("c -march=haswell", 4),
+    ("c -march=armv8-a", 8),  # register file unknown: the first channel count that divides
+])
+def test_dense_tiles_leave_registers_for_the_inputs(target, channels):
+    sched = ScheduleContext(Target(target))
+    for out, kernel in (((1, 64, 56, 56), (3, 3)), ((1, 512, 7, 7), (3, 3)), ((1, 64, 112, 112), (7, 7))):
+        g = ConvGeometry(out, kernel, (1, 1), (1, 1), 64, out[1]).scheduled(sched)
+        assert g.tile_channels() == channels, (target, out)
+    # a group of two output channels keeps its one choice; depthwise tiles are not affected
+    assert ConvGeometry((1, 8, 9, 9), (3, 3), (1, 1), (1, 1), 4, 2).scheduled(sched).tile_channels() == 2
+    assert ConvGeometry((1, 8, 9, 9), (3, 3), (1, 1), (1, 1), 1, 1).scheduled(sched).tile_channels() == 1
 
 
 def _matmul_module():

@@ -68,7 +68,8 @@ def test_graph_json_records_each_kernels_fused_operators():
     assert all(n["ops"] for n in kernels)
     for n in kernels:  # the kernel's name is made from its first four operators
         assert "fused_" + "_".join(op.split(".")[-1] for op in n["ops"][:4]) in n["func"]
-    assert any("nn.conv2d" in n["ops"] for n in kernels)
+    # (a small map's convolution runs as nn.conv2d_blocked on AVX2 and AVX-512 hosts)
+    assert any(op.startswith("nn.conv2d") for n in kernels for op in n["ops"])
     gm = GraphModule(lib)
     assert gm.kernel_operators() == [tuple(n["ops"]) for n in kernels]
     profile = profile_kernels(gm, repeat=2)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..op.nn.conv import ConvAttrs, conv2d
+from ..op.nn.conv_blocked import blocked_block, conv2d_blocked, pack_blocked_weights
 from ..op.nn.conv_gemm import is_pointwise, pack_pointwise_weights, prepacked_pointwise_kernel
 from ..op.nn.conv_prepacked import conv2d_pointwise_prepacked
 from ..op.nn.conv_schedule import ConvGeometry
@@ -79,9 +80,32 @@ def _packed_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
     return conv2d_pointwise_prepacked(x, Constant(packed), channels=weight.shape[0], panel_width=kernel.nr)
 
 
+def _blocked_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
+    """`new` with its weight packed in blocks of output channels (`nn.conv2d_blocked`), or None where
+    `blocked_block` keeps the planar schedule."""
+    x, w = new.args
+    attrs, x_type, out = new.attrs, old.args[0].checked_type_, old.checked_type_
+    if not (isinstance(w, Constant) and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
+            and isinstance(out, TensorType)):
+        return None
+    weight = w.data
+    if weight.dtype != np.float32 or x_type.dtype != "float32" or weight.ndim != 4:
+        return None
+    block = blocked_block(target, tuple(x_type.shape[2:]), weight.shape[0], tuple(out.shape[2:]),
+                          tuple(weight.shape[2:]), attrs)
+    if block is None:
+        return None
+    return conv2d_blocked(x, Constant(pack_blocked_weights(weight, block)), strides=tuple(attrs.strides),
+                          padding=tuple(attrs.padding), dilation=tuple(attrs.dilation))
+
+
+def _packed_any_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
+    return _packed_conv2d(old, new, target) or _blocked_conv2d(old, new, target)
+
+
 _PACKERS: dict[Op, Callable[[Call, Call, Target], Expr | None]] = {
     matmul: _packed_matmul,
-    conv2d: _packed_conv2d,
+    conv2d: _packed_any_conv2d,
 }
 
 

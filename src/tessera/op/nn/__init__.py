@@ -3,4 +3,4 @@
 Importing the package registers every operator module below.
 """
 
-from . import conv, conv_prepacked, conv_transpose, matmul, matmul_prepacked, norm, pool, softmax  # noqa: F401  (registration)
+from . import conv, conv_blocked, conv_prepacked, conv_transpose, matmul, matmul_prepacked, norm, pool, softmax  # noqa: F401  (registration)
