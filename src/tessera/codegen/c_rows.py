@@ -11,7 +11,9 @@ t)` returns t when x is NaN, so NaN is skipped, as the staged kernel's
 
 from __future__ import annotations
 
+from ..op.nn.conv_gemm import TRANSPOSE
 from ..op.nn.softmax_rows import SOFTMAX_ROWS
+from .c_transpose import TRANSPOSE_SOURCE
 
 PARALLEL_ELEMENTS = 1 << 15  # a softmax this large pays for an OpenMP fork and join
 
@@ -63,4 +65,7 @@ SOFTMAX_ROWS_SOURCE = f"""static void {SOFTMAX_ROWS}(int64_t rows, int64_t n, co
 }}"""
 
 # symbol -> (the fast-math helpers it calls, its C text)
-ROW_KERNELS: dict[str, tuple[tuple[str, ...], str]] = {SOFTMAX_ROWS: (("exp",), SOFTMAX_ROWS_SOURCE)}
+ROW_KERNELS: dict[str, tuple[tuple[str, ...], str]] = {
+    SOFTMAX_ROWS: (("exp",), SOFTMAX_ROWS_SOURCE),
+    TRANSPOSE: ((), TRANSPOSE_SOURCE),
+}

@@ -27,8 +27,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..op.nn.conv import ConvAttrs, conv2d
-from ..op.nn.conv_gemm import is_pointwise, pack_pointwise_weights, prepacked_pointwise_kernel
-from ..op.nn.conv_prepacked import conv2d_pointwise_prepacked
+from ..op.nn.conv_gemm import is_pointwise, pack_pointwise_weights, prepacked_pointwise_plan
+from ..op.nn.conv_prepacked import conv2d_pointwise_prepacked, conv2d_pointwise_transposed
 from ..op.nn.conv_schedule import ConvGeometry
 from ..op.nn.gemm import pack_b_panels, prepacked_panel_width
 from ..op.nn.matmul import matmul
@@ -72,9 +72,13 @@ def _packed_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
         return None
     geometry = ConvGeometry(tuple(out.shape), (1, 1), attrs.strides, attrs.dilation, weight.shape[1],
                             weight.shape[0] // attrs.groups, in_spatial=tuple(x_type.shape[2:]))
-    kernel = prepacked_pointwise_kernel(target, geometry) if is_pointwise(geometry, attrs.padding) else None
-    if kernel is None:
+    plan = prepacked_pointwise_plan(target, geometry) if is_pointwise(geometry, attrs.padding) else None
+    if plan is None:
         return None
+    kernel = plan.kernel
+    if plan.transposed:  # one group: Wᵀ's B panels
+        packed = pack_pointwise_weights(weight, 1, kernel.nr)
+        return conv2d_pointwise_transposed(x, Constant(packed), channels=weight.shape[0], panel_height=kernel.mr)
     packed = pack_pointwise_weights(weight, attrs.groups, kernel.mr)
     return conv2d_pointwise_prepacked(x, Constant(packed), channels=weight.shape[0], panel_width=kernel.nr)
 
