@@ -16,9 +16,9 @@ TRANSPOSE_SOURCE = f"""static void {TRANSPOSE}(int64_t rows, int64_t cols, const
     float* restrict dst) {{
   int64_t i = 0;
 #if defined(__AVX2__) || defined(__AVX512F__)
-  for (; i + 8 <= rows; i += 8) {{
-    int64_t j = 0;
-    for (; j + 8 <= cols; j += 8) {{
+  const int64_t rows8 = rows / 8 * 8, cols8 = cols / 8 * 8;  /* whole 8 x 8 blocks */
+  for (; i < rows8; i += 8) {{
+    for (int64_t j = 0; j < cols8; j += 8) {{
       const float* s = src + i * cols + j;
       __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + cols), r2 = _mm256_loadu_ps(s + 2 * cols);
       __m256 r3 = _mm256_loadu_ps(s + 3 * cols), r4 = _mm256_loadu_ps(s + 4 * cols);
@@ -43,7 +43,7 @@ TRANSPOSE_SOURCE = f"""static void {TRANSPOSE}(int64_t rows, int64_t cols, const
       _mm256_storeu_ps(d + 6 * rows, _mm256_permute2f128_ps(u2, u6, 0x31));
       _mm256_storeu_ps(d + 7 * rows, _mm256_permute2f128_ps(u3, u7, 0x31));
     }}
-    for (; j < cols; ++j)
+    for (int64_t j = cols8; j < cols; ++j)
       for (int64_t r = i; r < i + 8; ++r) dst[j * rows + r] = src[r * cols + j];
   }}
 #endif

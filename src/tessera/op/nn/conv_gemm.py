@@ -69,9 +69,9 @@ PREPACKED_MAX_DEPTH_LARGE_MAPS = MAX_DEPTH_LARGE_MAPS
 # 512->2048 at 7x7 0.88-0.91x, 1024->128 at 14x14 0.89x (deep reductions keep the planar schedule otherwise);
 # 16->96 at 56x56 1.35x and 32->32 at 16x16 1.3x the other product's (the model picks that one there).
 TRANSPOSE_COST = 8
-# Without the other product to compare, the transposed one needs its columns this full: 16 channels in a
-# 32-wide panel compute twice the work.
-TRANSPOSED_MIN_FILL = 0.75
+# Without the other product to compare, the transposed one needs its columns this full: 48 channels in two
+# 32-wide panels ran 1.3x the planar time at 27x27 and 13x13, 32 or 64 channels 0.95-1.02x.
+TRANSPOSED_MIN_FILL = 0.9
 
 
 def is_pointwise(g: ConvGeometry, padding: tuple[int, ...]) -> bool:
