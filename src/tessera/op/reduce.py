@@ -14,6 +14,7 @@ from ..relay.ty import TensorType, TupleType, Type
 from ..tir import expr as E
 from ._util import as_tensor, normalize_axis
 from .registry import Op, OpPattern, register_op
+from .row_means import row_means
 from .schedule_context import ScheduleContext
 
 
@@ -75,6 +76,11 @@ def _reduce_compute(combine: Callable[..., te.Reduce], name: str):
 def _mean_compute(inputs: list[te.Tensor], attrs: ReduceAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
     axes = reduced_axes(x.ndim, attrs.axes)
+    if axes == tuple(range(x.ndim - len(axes), x.ndim)):  # trailing axes: contiguous runs (a global pool)
+        run = math.prod(x.shape[a] for a in axes)
+        means = row_means(x, math.prod(out.shape), run, run, tuple(out.shape), sched)
+        if means is not None:
+            return means
     total = _reduce_compute(te.sum, "mean_sum")(inputs, attrs, out, sched)
     count = math.prod(x.shape[a] for a in axes)
     return te.compute(out.shape, lambda *i: E.div(total[i], E.const(count, x.dtype)), name="mean")

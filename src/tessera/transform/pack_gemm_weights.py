@@ -14,7 +14,10 @@ without a microkernel, and products with too few rows to use it, keep
 A pointwise convolution's weight is the product's left operand (output x
 input channels): `nn.conv2d(x, W)`, 1x1 and running as microkernel calls
 (`op.nn.conv_gemm.prepacked_pointwise_kernel`), becomes
-`nn.conv2d_pointwise_prepacked(x, pack_pointwise_weights(W, groups, MR))`. It runs after partitioning, on the host's calls only: an
+`nn.conv2d_pointwise_prepacked(x, pack_pointwise_weights(W, groups, MR))`,
+or, on small maps and deep reductions, `nn.conv2d_pointwise_transposed(x,
+pack_pointwise_weights(W, 1, NR))` (outᵀ = Xᵀ Wᵀ, `prepacked_pointwise_plan`
+picks). It runs after partitioning, on the host's calls only: an
 accelerator's patterns (e.g. `blas.matmul`) have taken theirs already, and
 functions owned by another compiler are left alone.
 """

@@ -17,8 +17,16 @@ MR-row micro-panels on every call. A constant weight is packed once instead:
 the PackGemmWeights pass stores it as `pack_pointwise_weights` lays it out
 and the convolution becomes `nn.conv2d_pointwise_prepacked`, whose kernel
 calls `ts_sgemm_<MR>x<NR>_prepacked_a` (only the input is packed at run
-time). Packing B instead, by computing outᵀ = Xᵀ Wᵀ, would write C with a
-column stride, which the microkernel's vector stores cannot do.
+time).
+
+Small maps waste most of a column panel that way (3x3 = 9 positions in
+32 columns), so there, and for deep reductions, the product runs the other
+way round: outᵀ = Xᵀ Wᵀ, positions as rows (padded to MR only) and output
+channels as columns (`pointwise_conv_transposed`, the op
+`nn.conv2d_pointwise_transposed`, the weight packed as Wᵀ's B panels). The
+microkernel's vector stores cannot write C with a column stride, so the
+product lands in scratch and a vector 8 x 8 transpose writes NCHW.
+`prepacked_pointwise_plan` picks the form by padded multiply-adds.
 """
 
 from __future__ import annotations
@@ -28,7 +36,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import te
-
 from ...target.simd import float32_lanes
 from ...target.target import Target
 from ...tir import expr as E
@@ -186,29 +193,29 @@ def unpack_pointwise_weights(packed: np.ndarray, channels: int) -> np.ndarray:
 
 
 def pointwise_conv_transposed(data: te.Tensor, wp: te.Tensor, g: ConvGeometry, kernel: GemmKernel) -> te.Tensor:
-    """outᵀ = Xᵀ Wᵀ per image, positions as the microkernel's rows and output channels as its columns; `wp`
-    is Wᵀ's B micro-panels (`pack_pointwise_weights(weight, 1, kernel.nr)`). The product lands in a
-    (batch, positions, channels) stage the output reads transposed, fused epilogue included."""
+    """outᵀ = Xᵀ Wᵀ per image, positions as the microkernel's rows and output channels as its columns, into
+    a (batch, positions, channels) scratch stage; then `TRANSPOSE` writes it as NCHW, where a fused epilogue
+    runs in place. `wp` is Wᵀ's B micro-panels (`pack_pointwise_weights(weight, 1, kernel.nr)`)."""
     batch, out_channels, height, width = g.out_shape
     positions, depth = height * width, g.in_channels_per_group
-    image = te.axis(batch, "n")
     zero = E.IntImm(0)
+    image = te.axis(batch, "n")
 
-    def body(ins: tuple[Buffer, ...], rows: Buffer) -> S.Stmt:
+    def product(ins: tuple[Buffer, ...], rows: Buffer) -> S.Stmt:
         x, w = ins
-        n = image.var
         return te.call_extern(  # A[p, k] = x[n, k, p]: rows of stride 1, columns of stride `positions`
-            kernel.prepacked_symbol, positions, out_channels, depth, te.pointer(x, n, zero, zero, zero), 1,
-            positions, te.pointer(w), te.pointer(rows, n, zero, zero), out_channels)
+            kernel.prepacked_symbol, positions, out_channels, depth, te.pointer(x, image.var, zero, zero, zero),
+            1, positions, te.pointer(w), te.pointer(rows, image.var, zero, zero), out_channels)
 
-    rows = te.extern((batch, positions, out_channels), [data, wp], body, name="conv2d_gemm_rows", loops=[image])
+    rows = te.extern((batch, positions, out_channels), [data, wp], product, name="conv2d_gemm_rows",
+                     loops=[image])
+    same_image = te.axis(batch, "n")
 
     def transpose(ins: tuple[Buffer, ...], out: Buffer) -> S.Stmt:
-        n = image.var
-        return te.call_extern(TRANSPOSE, positions, out_channels, te.pointer(ins[0], n, zero, zero),
-                              te.pointer(out, n, zero, zero, zero))
+        return te.call_extern(TRANSPOSE, positions, out_channels, te.pointer(ins[0], same_image.var, zero, zero),
+                              te.pointer(out, same_image.var, zero, zero, zero))
 
-    return te.extern(g.out_shape, [rows], transpose, name="conv2d_gemm", loops=[image])
+    return te.extern(g.out_shape, [rows], transpose, name="conv2d_gemm", loops=[same_image])
 
 
 def pointwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, kernel: GemmKernel,

@@ -8,6 +8,12 @@ microkernel's A micro-panels. The PackGemmWeights pass writes it in place of
 `nn.conv2d(data, constant)` where the convolution runs as microkernel calls,
 so no kernel packs a weight on every call. Like `nn.conv2d`, the op takes a
 fused elementwise tail.
+
+`conv2d_pointwise_transposed(data, wp, channels=c, panel_height=mr)` is the
+same convolution (one group) computed as outᵀ = Xᵀ Wᵀ, positions as the
+microkernel's rows: `wp` is `pack_pointwise_weights(weight, 1, nr)`, which
+is Wᵀ's B micro-panels (1, panels, in, nr). The pass writes it where that
+product computes fewer padded multiply-adds (`conv_gemm.prepacked_pointwise_plan`).
 """
 
 from __future__ import annotations
