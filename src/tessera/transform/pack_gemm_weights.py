@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..op.elemwise import multiply
 from ..op.nn.conv import ConvAttrs, conv2d
 from ..op.nn.conv_gemm import is_pointwise, pack_pointwise_weights, prepacked_pointwise_plan
 from ..op.nn.conv_prepacked import conv2d_pointwise_prepacked, conv2d_pointwise_transposed
@@ -37,6 +38,7 @@ from ..op.nn.gemm import pack_b_panels, prepacked_panel_width
 from ..op.nn.matmul import matmul
 from ..op.nn.matmul_prepacked import matmul_prepacked
 from ..op.registry import Op
+from ..op.transform import reshape
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
@@ -62,15 +64,33 @@ def _packed_matmul(old: Call, new: Call, target: Target) -> Expr | None:
     return matmul_prepacked(a, Constant(pack_b_panels(weight, nr)), columns=weight.shape[1])
 
 
+def _gated_weight(w: Expr, groups: int) -> tuple[Constant, Expr | None] | None:
+    """(W, g) for a weight that is a constant W, or W * g with g a run-time gate of one value per input
+    channel, shape (1, C, 1, 1) (as `FoldChannelGate` writes it; one group), else None."""
+    if isinstance(w, Constant):
+        return w, None
+    if not (isinstance(w, Call) and w.op is multiply and groups == 1):
+        return None
+    weight, gate = w.args
+    gate_type = gate.checked_type_
+    if not (isinstance(weight, Constant) and isinstance(gate_type, TensorType) and weight.data.ndim == 4
+            and tuple(gate_type.shape) == (1, weight.data.shape[1], 1, 1)):
+        return None
+    return weight, gate
+
+
 def _packed_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
-    """`new` with its weight packed as A micro-panels, or None if it is no pointwise float32 convolution
-    the microkernel runs on a constant weight."""
+    """`new` with its weight packed as A micro-panels (or, transposed, as Wᵀ's B panels), or None if it is
+    no pointwise float32 convolution the microkernel runs on a constant weight. A weight W * g with a
+    run-time gate g (`_gated_weight`) is packed as W, then scaled in its packed layout: both layouts keep the
+    input channel as their third axis, so g broadcasts as (1, 1, C, 1) and the zero padding stays zero."""
     x, w = new.args
     attrs, x_type, out = new.attrs, old.args[0].checked_type_, old.checked_type_
-    if not (isinstance(w, Constant) and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
+    gated = _gated_weight(old.args[1], attrs.groups) if isinstance(attrs, ConvAttrs) else None
+    if not (gated is not None and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
             and isinstance(out, TensorType)):
         return None
-    weight = w.data
+    weight = gated[0].data
     if weight.dtype != np.float32 or x_type.dtype != "float32" or weight.shape[2:] != (1, 1):
         return None
     geometry = ConvGeometry(tuple(out.shape), (1, 1), attrs.strides, attrs.dilation, weight.shape[1],
@@ -79,11 +99,15 @@ def _packed_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
     if plan is None:
         return None
     kernel = plan.kernel
+    packed = pack_pointwise_weights(weight, 1 if plan.transposed else attrs.groups,
+                                    kernel.nr if plan.transposed else kernel.mr)
+    operand: Expr = Constant(packed)
+    if gated[1] is not None:  # the rewritten gate (`new`'s weight is multiply(W, g))
+        assert isinstance(w, Call)
+        operand = multiply(operand, reshape(w.args[1], newshape=(1, 1, weight.shape[1], 1)))
     if plan.transposed:  # one group: Wᵀ's B panels
-        packed = pack_pointwise_weights(weight, 1, kernel.nr)
-        return conv2d_pointwise_transposed(x, Constant(packed), channels=weight.shape[0], panel_height=kernel.mr)
-    packed = pack_pointwise_weights(weight, attrs.groups, kernel.mr)
-    return conv2d_pointwise_prepacked(x, Constant(packed), channels=weight.shape[0], panel_width=kernel.nr)
+        return conv2d_pointwise_transposed(x, operand, channels=weight.shape[0], panel_height=kernel.mr)
+    return conv2d_pointwise_prepacked(x, operand, channels=weight.shape[0], panel_width=kernel.nr)
 
 
 _PACKERS: dict[Op, Callable[[Call, Call, Target], Expr | None]] = {
