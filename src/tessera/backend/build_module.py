@@ -20,7 +20,6 @@ from ..target.target import Target, TargetLike
 from ..target.toolchain import SourceFile, Toolchain
 from ..tir.stmt import PrimFunc
 from ..transform.dead_code import DeadCodeElimination
-from ..transform.fold_channel_gate import FoldChannelGate
 from ..transform.fold_constant import FoldConstant
 from ..transform.fuse_ops import FuseOps
 from ..transform.infer_type import InferType
@@ -73,7 +72,7 @@ def bind_params(func: Function, params: Mapping[str, np.ndarray]) -> Function:
 def optimize_pipeline() -> Sequential:
     return Sequential(
         [InferType(), DeadCodeElimination(), QuantizeToInteger(), SimplifyInference(), FoldConstant(), DenseToMatmul(),
-         FoldConstant(), RecogniseActivations(), FoldChannelGate()],
+         FoldConstant(), RecogniseActivations()],
         name="optimize",
     )
 

@@ -17,7 +17,8 @@ input channels): `nn.conv2d(x, W)`, 1x1 and running as microkernel calls
 `nn.conv2d_pointwise_prepacked(x, pack_pointwise_weights(W, groups, MR))`,
 or, on small maps and deep reductions, `nn.conv2d_pointwise_transposed(x,
 pack_pointwise_weights(W, 1, NR))` (outᵀ = Xᵀ Wᵀ, `prepacked_pointwise_plan`
-picks). It runs after partitioning, on the host's calls only: an
+picks), an input scaled by a squeeze-and-excitation gate folded into the
+packed weight (`channel_gate`). It runs after partitioning, on the host's calls only: an
 accelerator's patterns (e.g. `blas.matmul`) have taken theirs already, and
 functions owned by another compiler are left alone.
 """
@@ -44,11 +45,12 @@ from ..relay.module import IRModule
 from ..relay.ty import TensorType
 from ..relay.visitor import rewrite
 from ..target.target import Target
+from .channel_gate import gated_input, use_counts
 from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
 
-def _packed_matmul(old: Call, new: Call, target: Target) -> Expr | None:
+def _packed_matmul(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
     """`new` (`old` with its arguments rewritten, so untyped: the types are read from `old`) with its weight
     packed, or None if it is not a product the microkernel runs on a constant B."""
     a, w = new.args
@@ -64,33 +66,18 @@ def _packed_matmul(old: Call, new: Call, target: Target) -> Expr | None:
     return matmul_prepacked(a, Constant(pack_b_panels(weight, nr)), columns=weight.shape[1])
 
 
-def _gated_weight(w: Expr, groups: int) -> tuple[Constant, Expr | None] | None:
-    """(W, g) for a weight that is a constant W, or W * g with g a run-time gate of one value per input
-    channel, shape (1, C, 1, 1) (as `FoldChannelGate` writes it; one group), else None."""
-    if isinstance(w, Constant):
-        return w, None
-    if not (isinstance(w, Call) and w.op is multiply and groups == 1):
-        return None
-    weight, gate = w.args
-    gate_type = gate.checked_type_
-    if not (isinstance(weight, Constant) and isinstance(gate_type, TensorType) and weight.data.ndim == 4
-            and tuple(gate_type.shape) == (1, weight.data.shape[1], 1, 1)):
-        return None
-    return weight, gate
-
-
-def _packed_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
+def _packed_conv2d(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
     """`new` with its weight packed as A micro-panels (or, transposed, as Wᵀ's B panels), or None if it is
-    no pointwise float32 convolution the microkernel runs on a constant weight. A weight W * g with a
-    run-time gate g (`_gated_weight`) is packed as W, then scaled in its packed layout: both layouts keep the
-    input channel as their third axis, so g broadcasts as (1, 1, C, 1) and the zero padding stays zero."""
+    no pointwise float32 convolution the microkernel runs on a constant weight. An input x * g with a
+    run-time per-channel gate g (`channel_gate.gated_input`: squeeze-and-excitation) is folded: the
+    convolution reads x, and the packed W is scaled by g at run time. Both layouts keep the input channel
+    as their third axis, so g broadcasts as (1, 1, C, 1), and the zero padding stays zero."""
     x, w = new.args
     attrs, x_type, out = new.attrs, old.args[0].checked_type_, old.checked_type_
-    gated = _gated_weight(old.args[1], attrs.groups) if isinstance(attrs, ConvAttrs) else None
-    if not (gated is not None and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
+    if not (isinstance(w, Constant) and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
             and isinstance(out, TensorType)):
         return None
-    weight = gated[0].data
+    weight = w.data
     if weight.dtype != np.float32 or x_type.dtype != "float32" or weight.shape[2:] != (1, 1):
         return None
     geometry = ConvGeometry(tuple(out.shape), (1, 1), attrs.strides, attrs.dilation, weight.shape[1],
@@ -99,33 +86,36 @@ def _packed_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
     if plan is None:
         return None
     kernel = plan.kernel
-    packed = pack_pointwise_weights(weight, 1 if plan.transposed else attrs.groups,
-                                    kernel.nr if plan.transposed else kernel.mr)
-    operand: Expr = Constant(packed)
-    if gated[1] is not None:  # the rewritten gate (`new`'s weight is multiply(W, g))
-        assert isinstance(w, Call)
-        operand = multiply(operand, reshape(w.args[1], newshape=(1, 1, weight.shape[1], 1)))
+    packed: Expr = Constant(pack_pointwise_weights(weight, 1 if plan.transposed else attrs.groups,
+                                                   kernel.nr if plan.transposed else kernel.mr))
+    gated = gated_input(old, new, uses)
+    if gated is not None:
+        x, gate = gated
+        packed = multiply(packed, reshape(gate, newshape=(1, 1, weight.shape[1], 1)))
     if plan.transposed:  # one group: Wᵀ's B panels
-        return conv2d_pointwise_transposed(x, operand, channels=weight.shape[0], panel_height=kernel.mr)
-    return conv2d_pointwise_prepacked(x, operand, channels=weight.shape[0], panel_width=kernel.nr)
+        return conv2d_pointwise_transposed(x, packed, channels=weight.shape[0], panel_height=kernel.mr)
+    return conv2d_pointwise_prepacked(x, packed, channels=weight.shape[0], panel_width=kernel.nr)
 
 
-_PACKERS: dict[Op, Callable[[Call, Call, Target], Expr | None]] = {
+# (old call, rewritten call, target, use counts of the function) -> the packed call or None
+_PACKERS: dict[Op, Callable[[Call, Call, Target, dict[int, int]], Expr | None]] = {
     matmul: _packed_matmul,
     conv2d: _packed_conv2d,
 }
 
 
-def _packed(old: Call, new: Call, target: Target) -> Expr | None:
+def _packed(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
     packer = _PACKERS.get(new.op) if isinstance(new.op, Op) else None
-    return packer(old, new, target) if packer is not None else None
+    return packer(old, new, target, uses) if packer is not None else None
 
 
 def pack_gemm_weights(func: Function, target: Target, mod: IRModule | None = None) -> Function:
     """`func` with every constant weight of a host float32 product or pointwise convolution packed (see the
     module doc)."""
+    uses = use_counts(func)
+
     def visit(old: Expr, new: Expr) -> Expr | None:
-        return _packed(old, new, target) if isinstance(old, Call) and isinstance(new, Call) else None
+        return _packed(old, new, target, uses) if isinstance(old, Call) and isinstance(new, Call) else None
 
     out = rewrite(func, visit, into_functions=False)
     return func if out is func else infer_function(out, mod)
