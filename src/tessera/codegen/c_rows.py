@@ -12,8 +12,10 @@ t)` returns t when x is NaN, so NaN is skipped, as the staged kernel's
 from __future__ import annotations
 
 from ..op.nn.conv_gemm import TRANSPOSE
+from ..op.nn.pool_rows import MAX_POOL_ROWS
 from ..op.nn.softmax_rows import SOFTMAX_ROWS
 from ..op.row_means import ROW_MEANS
+from .c_pool import MAX_POOL_ROWS_SOURCE
 from .c_transpose import TRANSPOSE_SOURCE
 
 PARALLEL_ELEMENTS = 1 << 15  # a softmax this large pays for an OpenMP fork and join
@@ -91,4 +93,5 @@ ROW_KERNELS: dict[str, tuple[tuple[str, ...], str]] = {
     SOFTMAX_ROWS: (("exp",), SOFTMAX_ROWS_SOURCE),
     TRANSPOSE: ((), TRANSPOSE_SOURCE),
     ROW_MEANS: ((), ROW_MEANS_SOURCE),
+    MAX_POOL_ROWS: ((), MAX_POOL_ROWS_SOURCE),
 }

@@ -22,6 +22,7 @@ from ...tir import expr as E
 from .._util import as_tensor
 from ..registry import Op, OpPattern, register_op
 from ..row_means import row_means
+from .pool_rows import max_pool2d_rows
 from ..schedule_context import ScheduleContext
 from .conv_schedule import pad_input
 from ..transform import unravel
@@ -127,6 +128,10 @@ def _window_reduce(x: te.Tensor, attrs: PoolAttrs, out: TensorType, fill: float,
 
 def _max_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
+    if len(attrs.kernel) == 2:
+        rows = max_pool2d_rows(x, attrs.kernel, attrs.strides, attrs.padding, attrs.dilation, out, sched)
+        if rows is not None:
+            return rows
     return _window_reduce(x, attrs, out, dt.min_value(x.dtype), te.max_reduce, "max_pool")
 
 
