@@ -35,7 +35,7 @@ def _calls_kernel(lib) -> bool:
     ((2, 3, 9, 40), (3, 3), (2, 2), (1, 1, 1, 1), True),  # ceil_mode: the last window runs past the input
     ((1, 4, 8, 7), (2, 2), (2, 2), (0, 1, 1, 0), False),  # asymmetric padding
     ((1, 2, 10, 11), (5, 3), (2, 3), (2, 1, 2, 1), False),  # other windows and strides
-    ((1, 3, 6, 6), (3, 3), (1, 1), (1, 1, 1, 1), False),  # stride 1
+    ((1, 3, 6, 6), (3, 3), (1, 2), (1, 1, 1, 1), False),  # stride 1 down the rows
     ((1, 2, 3, 4), (3, 3), (2, 2), (2, 2, 2, 2), True),  # windows with a single input element
 ])
 def test_padded_max_pools_call_the_row_kernel_and_match_numpy(x_shape, kernel, strides, padding, ceil_mode,
@@ -52,9 +52,11 @@ def test_padded_max_pools_call_the_row_kernel_and_match_numpy(x_shape, kernel, s
 
 
 @pytest.mark.parametrize("target", ["c -mcpu=x86-64-v4", "c -mcpu=x86-64"])
-def test_unpadded_pools_and_targets_without_avx2_keep_the_stages(target):
+def test_unpadded_or_stride_one_pools_and_targets_without_avx2_keep_the_stages(target):
     unpadded, _ = _pool((1, 4, 13, 13), (3, 3), (2, 2), (0, 0, 0, 0))
     assert not _calls_kernel(tessera.build(unpadded, target=target))
+    stride_one, _ = _pool((1, 4, 13, 13), (3, 3), (1, 1), (1, 1, 1, 1))
+    assert not _calls_kernel(tessera.build(stride_one, target=target))
     if target.endswith("x86-64"):
         padded, call = _pool((1, 4, 13, 13), (3, 3), (2, 2), (1, 1, 1, 1))
         lib = tessera.build(padded, target=target)
