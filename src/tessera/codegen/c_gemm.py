@@ -89,6 +89,11 @@ def packing_source(g: GemmKernel) -> str:
     return f"""static inline void {s}_pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs,
     float* restrict pa) {{
   enum {{ MR = {g.mr} }};
+  if (a_rs == 1 && mv == MR) {{  /* Aᵀ stored row-major (a pointwise convolution's input): MR-float runs */
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t r = 0; r < MR; ++r) pa[p * MR + r] = a[p * a_cs + r];
+    return;
+  }}
   for (int64_t r = 0; r < MR; ++r) {{
     const float* src = a + r * a_rs;
     if (r < mv) for (int64_t p = 0; p < kc; ++p) pa[p * MR + r] = src[p * a_cs];

@@ -12,8 +12,12 @@ t)` returns t when x is NaN, so NaN is skipped, as the staged kernel's
 from __future__ import annotations
 
 from ..op.nn.conv_depthwise import DEPTHWISE_SYMBOL
+from ..op.nn.conv_gemm import TRANSPOSE
 from ..op.nn.softmax_rows import SOFTMAX_ROWS
-from .c_depthwise import DEPTHWISE_SOURCE, TRANSPOSE_SOURCE
+from ..op.row_means import ROW_MEANS
+from .c_depthwise import DEPTHWISE_SOURCE
+from .c_depthwise import TRANSPOSE_SOURCE as TRANSPOSE8_SOURCE
+from .c_transpose import TRANSPOSE_SOURCE
 
 PARALLEL_ELEMENTS = 1 << 15  # a softmax this large pays for an OpenMP fork and join
 
@@ -64,8 +68,31 @@ SOFTMAX_ROWS_SOURCE = f"""static void {SOFTMAX_ROWS}(int64_t rows, int64_t n, co
   }}
 }}"""
 
+# a mean's sum in 16 partial lanes as the softmax's; bounds whole blocks first (gcc's loop analysis of
+# `j + L <= n` on inlined constant arguments warns under -Werror)
+ROW_MEANS_SOURCE = f"""static void {ROW_MEANS}(int64_t rows, int64_t n, int64_t stride, const float* x, float* y) {{
+  enum {{ L = 16 }};
+  const int64_t whole = n / L * L;
+#if defined(_OPENMP)
+#pragma omp parallel for if (rows * n >= {PARALLEL_ELEMENTS}) schedule(static)
+#endif
+  for (int64_t i = 0; i < rows; ++i) {{
+    const float* xr = x + i * stride;
+    float sum_l[L];
+    for (int l = 0; l < L; ++l) sum_l[l] = 0.0f;
+    for (int64_t j = 0; j < whole; j += L)
+      for (int l = 0; l < L; ++l) sum_l[l] += xr[j + l];
+    float total = 0.0f;
+    for (int64_t j = whole; j < n; ++j) total += xr[j];
+    for (int l = 0; l < L; ++l) total += sum_l[l];
+    y[i] = total / (float)n;
+  }}
+}}"""
+
 # symbol -> (the fast-math helpers it calls, its C text)
 ROW_KERNELS: dict[str, tuple[tuple[str, ...], str]] = {
     SOFTMAX_ROWS: (("exp",), SOFTMAX_ROWS_SOURCE),
-    DEPTHWISE_SYMBOL: ((), f"{TRANSPOSE_SOURCE}\n{DEPTHWISE_SOURCE}"),
+    DEPTHWISE_SYMBOL: ((), f"{TRANSPOSE8_SOURCE}\n{DEPTHWISE_SOURCE}"),
+    TRANSPOSE: ((), TRANSPOSE_SOURCE),
+    ROW_MEANS: ((), ROW_MEANS_SOURCE),
 }

@@ -8,6 +8,7 @@ tests of fused epilogues:
   depthwise -> Clip(0, 6) -> 1x1 project, plus the skip connection;
 * `mobilenet_v3_block`: the same with HardSwish;
 * `efficientnet_block`: the same with SiLU as x * Sigmoid(x);
+* `efficientnet_se_block`: that with squeeze-and-excitation (not benchmarked);
 * `gpt2_mlp`: a GPT-2 MLP, MatMul + bias -> tanh-GELU written out with Pow
   and Tanh -> MatMul + bias, plus the residual.
 """
@@ -82,6 +83,41 @@ def mobilenet_v3_block(channels: int = 16, expand: int = 6, size: int = 56, seed
 
 def efficientnet_block(channels: int = 16, expand: int = 6, size: int = 56, seed: int = 0) -> onnx.ModelProto:
     return _inverted_residual("efficientnet_block", _silu, channels, expand, size, seed)
+
+
+def efficientnet_se_block(channels: int = 16, expand: int = 6, size: int = 56, squeeze: int = 4,
+                          seed: int = 0) -> onnx.ModelProto:
+    """`efficientnet_block` with squeeze-and-excitation before the projection, as EfficientNet's MBConv: the
+    SiLU'd depthwise output times sigmoid(conv(silu(conv(GlobalAveragePool(it))))), one gate per channel.
+    (Not in BLOCKS, so not benchmarked.)"""
+    rng = np.random.default_rng(seed)
+    wide = channels * expand
+    inits = [
+        _weight("w_expand", (wide, channels, 1, 1), rng, 1 / math.sqrt(channels)),
+        _weight("b_expand", (wide,), rng, 0.1),
+        _weight("w_depthwise", (wide, 1, 3, 3), rng, 1 / 3), _weight("b_depthwise", (wide,), rng, 0.1),
+        _weight("w_reduce", (squeeze, wide, 1, 1), rng, 1 / math.sqrt(wide)), _weight("b_reduce", (squeeze,), rng, 0.1),
+        _weight("w_gate", (wide, squeeze, 1, 1), rng, 1 / math.sqrt(squeeze)), _weight("b_gate", (wide,), rng, 0.1),
+        _weight("w_project", (channels, wide, 1, 1), rng, 1 / math.sqrt(wide)),
+        _weight("b_project", (channels,), rng, 0.1),
+    ]
+    mm = helper.make_node
+    nodes = [
+        mm("Conv", ["x", "w_expand", "b_expand"], ["expanded"]), *_silu("expanded", "expanded_act"),
+        mm("Conv", ["expanded_act", "w_depthwise", "b_depthwise"], ["depthwise"], group=wide, pads=[1, 1, 1, 1]),
+        *_silu("depthwise", "depthwise_act"),
+        mm("GlobalAveragePool", ["depthwise_act"], ["pooled"]),
+        mm("Conv", ["pooled", "w_reduce", "b_reduce"], ["reduced"]), *_silu("reduced", "reduced_act"),
+        mm("Conv", ["reduced_act", "w_gate", "b_gate"], ["gate_in"]), mm("Sigmoid", ["gate_in"], ["gate"]),
+        mm("Mul", ["depthwise_act", "gate"], ["excited"]),
+        mm("Conv", ["excited", "w_project", "b_project"], ["projected"]),
+        mm("Add", ["projected", "x"], ["y"]),
+    ]
+    shape = [1, channels, size, size]
+    graph = helper.make_graph(nodes, "efficientnet_se_block",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
 def gpt2_mlp(tokens: int = 64, width: int = 256, seed: int = 0) -> onnx.ModelProto:

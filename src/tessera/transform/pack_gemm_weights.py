@@ -14,7 +14,11 @@ without a microkernel, and products with too few rows to use it, keep
 A pointwise convolution's weight is the product's left operand (output x
 input channels): `nn.conv2d(x, W)`, 1x1 and running as microkernel calls
 (`op.nn.conv_gemm.prepacked_pointwise_kernel`), becomes
-`nn.conv2d_pointwise_prepacked(x, pack_pointwise_weights(W, groups, MR))`. It runs after partitioning, on the host's calls only: an
+`nn.conv2d_pointwise_prepacked(x, pack_pointwise_weights(W, groups, MR))`,
+or, on small maps and deep reductions, `nn.conv2d_pointwise_transposed(x,
+pack_pointwise_weights(W, 1, NR))` (outᵀ = Xᵀ Wᵀ, `prepacked_pointwise_plan`
+picks), an input scaled by a squeeze-and-excitation gate folded into the
+packed weight (`channel_gate`). It runs after partitioning, on the host's calls only: an
 accelerator's patterns (e.g. `blas.matmul`) have taken theirs already, and
 functions owned by another compiler are left alone.
 """
@@ -26,25 +30,28 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..op.elemwise import multiply
 from ..op.nn.conv import ConvAttrs, conv2d
 from ..op.nn.conv_blocked import blocked_block, conv2d_blocked, pack_blocked_weights
-from ..op.nn.conv_gemm import is_pointwise, pack_pointwise_weights, prepacked_pointwise_kernel
-from ..op.nn.conv_prepacked import conv2d_pointwise_prepacked
+from ..op.nn.conv_gemm import is_pointwise, pack_pointwise_weights, prepacked_pointwise_plan
+from ..op.nn.conv_prepacked import conv2d_pointwise_prepacked, conv2d_pointwise_transposed
 from ..op.nn.conv_schedule import ConvGeometry
 from ..op.nn.gemm import pack_b_panels, prepacked_panel_width
 from ..op.nn.matmul import matmul
 from ..op.nn.matmul_prepacked import matmul_prepacked
 from ..op.registry import Op
+from ..op.transform import reshape
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
 from ..relay.visitor import rewrite
 from ..target.target import Target
+from .channel_gate import gated_input, use_counts
 from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
 
 
-def _packed_matmul(old: Call, new: Call, target: Target) -> Expr | None:
+def _packed_matmul(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
     """`new` (`old` with its arguments rewritten, so untyped: the types are read from `old`) with its weight
     packed, or None if it is not a product the microkernel runs on a constant B."""
     a, w = new.args
@@ -60,9 +67,12 @@ def _packed_matmul(old: Call, new: Call, target: Target) -> Expr | None:
     return matmul_prepacked(a, Constant(pack_b_panels(weight, nr)), columns=weight.shape[1])
 
 
-def _packed_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
-    """`new` with its weight packed as A micro-panels, or None if it is no pointwise float32 convolution
-    the microkernel runs on a constant weight."""
+def _packed_conv2d(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
+    """`new` with its weight packed as A micro-panels (or, transposed, as Wᵀ's B panels), or None if it is
+    no pointwise float32 convolution the microkernel runs on a constant weight. An input x * g with a
+    run-time per-channel gate g (`channel_gate.gated_input`: squeeze-and-excitation) is folded: the
+    convolution reads x, and the packed W is scaled by g at run time. Both layouts keep the input channel
+    as their third axis, so g broadcasts as (1, 1, C, 1), and the zero padding stays zero."""
     x, w = new.args
     attrs, x_type, out = new.attrs, old.args[0].checked_type_, old.checked_type_
     if not (isinstance(w, Constant) and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
@@ -73,11 +83,19 @@ def _packed_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
         return None
     geometry = ConvGeometry(tuple(out.shape), (1, 1), attrs.strides, attrs.dilation, weight.shape[1],
                             weight.shape[0] // attrs.groups, in_spatial=tuple(x_type.shape[2:]))
-    kernel = prepacked_pointwise_kernel(target, geometry) if is_pointwise(geometry, attrs.padding) else None
-    if kernel is None:
+    plan = prepacked_pointwise_plan(target, geometry) if is_pointwise(geometry, attrs.padding) else None
+    if plan is None:
         return None
-    packed = pack_pointwise_weights(weight, attrs.groups, kernel.mr)
-    return conv2d_pointwise_prepacked(x, Constant(packed), channels=weight.shape[0], panel_width=kernel.nr)
+    kernel = plan.kernel
+    packed: Expr = Constant(pack_pointwise_weights(weight, 1 if plan.transposed else attrs.groups,
+                                                   kernel.nr if plan.transposed else kernel.mr))
+    gated = gated_input(old, new, uses)
+    if gated is not None:
+        x, gate = gated
+        packed = multiply(packed, reshape(gate, newshape=(1, 1, weight.shape[1], 1)))
+    if plan.transposed:  # one group: Wᵀ's B panels
+        return conv2d_pointwise_transposed(x, packed, channels=weight.shape[0], panel_height=kernel.mr)
+    return conv2d_pointwise_prepacked(x, packed, channels=weight.shape[0], panel_width=kernel.nr)
 
 
 def _blocked_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
@@ -99,26 +117,29 @@ def _blocked_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
                           padding=tuple(attrs.padding), dilation=tuple(attrs.dilation))
 
 
-def _packed_any_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
-    return _packed_conv2d(old, new, target) or _blocked_conv2d(old, new, target)
+def _packed_any_conv2d(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
+    return _packed_conv2d(old, new, target, uses) or _blocked_conv2d(old, new, target)
 
 
-_PACKERS: dict[Op, Callable[[Call, Call, Target], Expr | None]] = {
+# (old call, rewritten call, target, use counts of the function) -> the packed call or None
+_PACKERS: dict[Op, Callable[[Call, Call, Target, dict[int, int]], Expr | None]] = {
     matmul: _packed_matmul,
     conv2d: _packed_any_conv2d,
 }
 
 
-def _packed(old: Call, new: Call, target: Target) -> Expr | None:
+def _packed(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
     packer = _PACKERS.get(new.op) if isinstance(new.op, Op) else None
-    return packer(old, new, target) if packer is not None else None
+    return packer(old, new, target, uses) if packer is not None else None
 
 
 def pack_gemm_weights(func: Function, target: Target, mod: IRModule | None = None) -> Function:
     """`func` with every constant weight of a host float32 product or pointwise convolution packed (see the
     module doc)."""
+    uses = use_counts(func)
+
     def visit(old: Expr, new: Expr) -> Expr | None:
-        return _packed(old, new, target) if isinstance(old, Call) and isinstance(new, Call) else None
+        return _packed(old, new, target, uses) if isinstance(old, Call) and isinstance(new, Call) else None
 
     out = rewrite(func, visit, into_functions=False)
     return func if out is func else infer_function(out, mod)

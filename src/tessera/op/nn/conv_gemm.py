@@ -17,15 +17,25 @@ MR-row micro-panels on every call. A constant weight is packed once instead:
 the PackGemmWeights pass stores it as `pack_pointwise_weights` lays it out
 and the convolution becomes `nn.conv2d_pointwise_prepacked`, whose kernel
 calls `ts_sgemm_<MR>x<NR>_prepacked_a` (only the input is packed at run
-time). Packing B instead, by computing outᵀ = Xᵀ Wᵀ, would write C with a
-column stride, which the microkernel's vector stores cannot do.
+time).
+
+Small maps waste most of a column panel that way (3x3 = 9 positions in
+32 columns), so there, and for deep reductions, the product runs the other
+way round: outᵀ = Xᵀ Wᵀ, positions as rows (padded to MR only) and output
+channels as columns (`pointwise_conv_transposed`, the op
+`nn.conv2d_pointwise_transposed`, the weight packed as Wᵀ's B panels). The
+microkernel's vector stores cannot write C with a column stride, so the
+product lands in scratch and a vector 8 x 8 transpose writes NCHW.
+`prepacked_pointwise_plan` picks the form by padded multiply-adds.
 """
 
 from __future__ import annotations
 
-from ... import te
+from dataclasses import dataclass
+
 import numpy as np
 
+from ... import te
 from ...target.simd import float32_lanes
 from ...target.target import Target
 from ...tir import expr as E
@@ -36,6 +46,7 @@ from .gemm import KERNELS_BY_LANES, MIN_ROWS, GemmKernel, pack_a_panels, unpack_
 from ..schedule_context import ScheduleContext
 
 WORKLOAD_OP = "conv2d_gemm"  # the operator named in tuning logs
+TRANSPOSE = "ts_transpose_float32"  # (rows, cols, src, dst): dst = srcᵀ, C text in codegen/c_transpose.py
 # Fewer output positions (a 12x12 map or smaller) keep the planar schedule: the microkernel packs
 # non-constant weights on every call, a cost the product amortises only over enough columns (VWW's 6x6 and 3x3
 # pointwise convolutions ran 1.4-1.7x slower as GEMM calls; 12x12 broke even, 24x24 won).
@@ -47,15 +58,29 @@ MIN_POSITIONS = 128
 MAX_DEPTH = 128
 MAX_DEPTH_LARGE_MAPS = 256
 LARGE_MAP = 1024  # output positions
-# Limits for weights packed at compile time (`prepacked_pointwise_kernel`): the same. Prepacking made the
-# GEMM calls 2-5% faster where they already ran, and 8-36% faster than the calls packing the weights on
+# Limits for weights packed at compile time (`prepacked_pointwise_kernel`): the same depths. Prepacking made
+# the GEMM calls 2-5% faster where they already ran, and 8-36% faster than the calls packing the weights on
 # ResNet-50's 512-2048-channel convolutions, but those then only matched the planar schedule (1.02-1.05x
-# its time; the microkernel still packs the input and re-reads C per K block). On small maps 7x7 broke
-# even, 6x6 ran 1.16-1.22x slower (36 columns fill two 32-wide panels), 3x3 0.88-0.91x: no monotone
-# rule, so no relaxation (AMD EPYC Zen 4, AVX-512, one thread, alternating runs of each shape).
-PREPACKED_MIN_POSITIONS = MIN_POSITIONS
-PREPACKED_MAX_DEPTH = MAX_DEPTH
+# its time; the microkernel still packs the input and re-reads C per K block). Maps of 64 to 127 positions
+# run faster so: 64->64 channels at 25x5 (KWS) 0.92x the planar schedule's time, 64->128 at 10x10 0.93x.
+# Fewer positions waste most of a 32-wide column panel (6x6: 1.3x); the transposed product takes those
+# (AMD EPYC Zen 4, AVX-512, one thread, alternating runs of each shape).
+PREPACKED_MIN_POSITIONS = 64
+# Depths to 256 on maps below LARGE_MAP too: Inception's 192- and 256-channel reductions at 28x28 ran
+# 0.93-0.96x the planar schedule's time (and 0.95-0.97x the transposed product's).
+PREPACKED_MAX_DEPTH = MAX_DEPTH_LARGE_MAPS
 PREPACKED_MAX_DEPTH_LARGE_MAPS = MAX_DEPTH_LARGE_MAPS
+# outᵀ = Xᵀ Wᵀ (`pointwise_conv_transposed`, one group, weight packed as B): positions are the rows, so
+# small maps pad to MR rather than to a 32-wide panel, and output channels fill the columns. Its price is
+# a transposing pass into NCHW, counted as TRANSPOSE_COST multiply-adds per output element against the
+# padded products. Measured against the planar schedule and the product with channels as rows: 256->256 at
+# 3x3 0.30x the planar time, 128->128 at 6x6 0.80x, 64->64 at 14x14 0.95x the other product's; 2048->512 and
+# 512->2048 at 7x7 0.88-0.91x, 1024->128 at 14x14 0.89x (deep reductions keep the planar schedule otherwise);
+# 16->96 at 56x56 1.35x and 32->32 at 16x16 1.3x the other product's (the model picks that one there).
+TRANSPOSE_COST = 8
+# Without the other product to compare, the transposed one needs its columns this full: 48 channels in two
+# 32-wide panels ran 1.3x the planar time at 27x27 and 13x13, 32 or 64 channels 0.95-1.02x.
+TRANSPOSED_MIN_FILL = 0.9
 
 
 def is_pointwise(g: ConvGeometry, padding: tuple[int, ...]) -> bool:
@@ -97,12 +122,60 @@ def choose_pointwise_kernel(sched: ScheduleContext, g: ConvGeometry) -> GemmKern
 
 def prepacked_pointwise_kernel(target: Target, g: ConvGeometry) -> GemmKernel | None:
     """The microkernel whose MR a constant weight of a pointwise convolution is packed for at compile time
-    (the default of `choose_pointwise_kernel`; packing fixes it, so no tuning), or None to leave the weight
-    alone. The limits are PREPACKED_*: without the per-call packing of A they are looser."""
+    to run with channels as rows (the default of `choose_pointwise_kernel`; packing fixes it, so no tuning),
+    or None where that product does not run. The limits are PREPACKED_*: without the per-call packing of A
+    they are looser."""
     kernels = KERNELS_BY_LANES.get(float32_lanes(target) or 0)
     if kernels is None or not _fits(g, PREPACKED_MIN_POSITIONS, PREPACKED_MAX_DEPTH, PREPACKED_MAX_DEPTH_LARGE_MAPS):
         return None
     return _default_kernel(kernels, g.out_channels_per_group)
+
+
+def transposed_pointwise_kernel(target: Target, g: ConvGeometry) -> GemmKernel | None:
+    """The microkernel for outᵀ = Xᵀ Wᵀ (positions as rows), or None where that product does not run:
+    several groups, no microkernel for the target, fewer than MIN_ROWS output channels."""
+    kernels = KERNELS_BY_LANES.get(float32_lanes(target) or 0)
+    if kernels is None or g.out_shape[1] != g.out_channels_per_group or g.out_channels_per_group < MIN_ROWS:
+        return None
+    return _default_kernel(kernels, g.out_shape[2] * g.out_shape[3])
+
+
+@dataclass(frozen=True, slots=True)
+class PackedPointwise:
+    """How PackGemmWeights packs a pointwise convolution's constant weight, and the kernel reading it."""
+
+    kernel: GemmKernel
+    transposed: bool
+    """outᵀ = Xᵀ Wᵀ (`pointwise_conv_transposed`): the weight is Wᵀ's B micro-panels, NR wide; else the
+    weight is each group's A micro-panels, MR high (`pointwise_conv`)."""
+
+
+def _padded(n: int, block: int) -> int:
+    return -(-n // block) * block
+
+
+def product_cost(g: ConvGeometry, plan: PackedPointwise) -> int:
+    """Multiply-adds `plan` computes, padding included, plus TRANSPOSE_COST per output element if transposed."""
+    channels, depth = g.out_channels_per_group, g.in_channels_per_group
+    positions, k = g.out_shape[2] * g.out_shape[3], plan.kernel
+    if plan.transposed:
+        return _padded(positions, k.mr) * _padded(channels, k.nr) * depth + TRANSPOSE_COST * positions * channels
+    return _padded(channels, k.mr) * _padded(positions, k.nr) * depth
+
+
+def prepacked_pointwise_plan(target: Target, g: ConvGeometry) -> PackedPointwise | None:
+    """How a constant pointwise weight is packed, or None to leave it alone (the planar schedule runs): the
+    cheaper product by `product_cost`, channels as rows (`prepacked_pointwise_kernel`) or positions as rows
+    (`transposed_pointwise_kernel`); the latter alone only if it fills TRANSPOSED_MIN_FILL of its columns."""
+    plans = []
+    kernel = prepacked_pointwise_kernel(target, g)
+    if kernel is not None:
+        plans.append(PackedPointwise(kernel, transposed=False))
+    kernel = transposed_pointwise_kernel(target, g)
+    channels = g.out_channels_per_group
+    if kernel is not None and (plans or channels >= TRANSPOSED_MIN_FILL * _padded(channels, kernel.nr)):
+        plans.append(PackedPointwise(kernel, transposed=True))
+    return min(plans, key=lambda p: product_cost(g, p)) if plans else None  # min keeps the first of equals
 
 
 def pack_pointwise_weights(weight: np.ndarray, groups: int, mr: int) -> np.ndarray:
@@ -119,6 +192,32 @@ def unpack_pointwise_weights(packed: np.ndarray, channels: int) -> np.ndarray:
     per_out = channels // groups
     matrices = [unpack_b_panels(p, per_out).T for p in packed]  # A panels are Aᵀ's B panels
     return np.concatenate(matrices).reshape(channels, per_in, 1, 1)
+
+
+def pointwise_conv_transposed(data: te.Tensor, wp: te.Tensor, g: ConvGeometry, kernel: GemmKernel) -> te.Tensor:
+    """outᵀ = Xᵀ Wᵀ per image, positions as the microkernel's rows and output channels as its columns, into
+    a (batch, positions, channels) scratch stage; then `TRANSPOSE` writes it as NCHW, where a fused epilogue
+    runs in place. `wp` is Wᵀ's B micro-panels (`pack_pointwise_weights(weight, 1, kernel.nr)`)."""
+    batch, out_channels, height, width = g.out_shape
+    positions, depth = height * width, g.in_channels_per_group
+    zero = E.IntImm(0)
+    image = te.axis(batch, "n")
+
+    def product(ins: tuple[Buffer, ...], rows: Buffer) -> S.Stmt:
+        x, w = ins
+        return te.call_extern(  # A[p, k] = x[n, k, p]: rows of stride 1, columns of stride `positions`
+            kernel.prepacked_symbol, positions, out_channels, depth, te.pointer(x, image.var, zero, zero, zero),
+            1, positions, te.pointer(w), te.pointer(rows, image.var, zero, zero), out_channels)
+
+    rows = te.extern((batch, positions, out_channels), [data, wp], product, name="conv2d_gemm_rows",
+                     loops=[image])
+    same_image = te.axis(batch, "n")
+
+    def transpose(ins: tuple[Buffer, ...], out: Buffer) -> S.Stmt:
+        return te.call_extern(TRANSPOSE, positions, out_channels, te.pointer(ins[0], same_image.var, zero, zero),
+                              te.pointer(out, same_image.var, zero, zero, zero))
+
+    return te.extern(g.out_shape, [rows], transpose, name="conv2d_gemm", loops=[same_image])
 
 
 def pointwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, kernel: GemmKernel,

@@ -8,6 +8,12 @@ microkernel's A micro-panels. The PackGemmWeights pass writes it in place of
 `nn.conv2d(data, constant)` where the convolution runs as microkernel calls,
 so no kernel packs a weight on every call. Like `nn.conv2d`, the op takes a
 fused elementwise tail.
+
+`conv2d_pointwise_transposed(data, wp, channels=c, panel_height=mr)` is the
+same convolution (one group) computed as outᵀ = Xᵀ Wᵀ, positions as the
+microkernel's rows: `wp` is `pack_pointwise_weights(weight, 1, nr)`, which
+is Wᵀ's B micro-panels (1, panels, in, nr). The pass writes it where that
+product computes fewer padded multiply-adds (`conv_gemm.prepacked_pointwise_plan`).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from .._util import as_tensor, same_dtype
 from ..registry import OpPattern, register_op
 from ..schedule_context import ScheduleContext
 from .conv import ConvAttrs, conv_reference
-from .conv_gemm import pointwise_conv, unpack_pointwise_weights
+from .conv_gemm import pointwise_conv, pointwise_conv_transposed, unpack_pointwise_weights
 from .conv_schedule import ConvGeometry
 from .gemm import KERNELS_BY_LANES, GemmKernel
 
@@ -76,6 +82,13 @@ def _compute(inputs: list[te.Tensor], attrs: PrepackedConvAttrs, out: TensorType
                                 in_spatial=tuple(data.shape[2:]))
         return pointwise_conv(data, wp, geometry, kernel, prepacked=True)
     # a target without that microkernel (the pass packs only for targets with one): read the panels
+    return _panel_conv(data, wp, attrs.channels, out)
+
+
+def _panel_conv(data: te.Tensor, wp: te.Tensor, channels: int, out: TensorType) -> te.Tensor:
+    """The convolution as a plain reduction reading the weight through its micro-panels."""
+    groups, _, per_in, mr = wp.shape
+    per_out = channels // groups
     rc = te.reduce_axis(per_in, "rc")
 
     def element(n: E.Var, c: E.Var, h: E.Var, w: E.Var) -> E.PrimExpr:
@@ -90,4 +103,48 @@ conv2d_pointwise_prepacked = register_op(
     "nn.conv2d_pointwise_prepacked", type_rel=_type, reference=_reference, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
     compute=_compute, attrs=PrepackedConvAttrs, num_inputs=2,
     doc="NCHW data convolved 1x1 with a weight given as its GEMM A micro-panels (groups, panels, in / groups, mr).",
+)
+
+
+@dataclass(frozen=True)
+class TransposedConvAttrs:
+    channels: int
+    """Output channels: the last micro-panel is zero-padded past them."""
+    panel_height: int
+    """MR of the microkernel the product runs on (its NR is the packed weight's last axis)."""
+
+
+def _transposed_type(types: tuple[Type, ...], attrs: TransposedConvAttrs) -> Type:
+    data, wp = as_tensor(types[0], "data"), as_tensor(types[1], "packed weight")
+    dtype = same_dtype([data, wp], "conv2d_pointwise_transposed operands")
+    if data.ndim != 4 or wp.ndim != 4 or wp.shape[0] != 1 or data.shape[1] != wp.shape[2]:
+        raise TypeInferenceError(f"conv2d_pointwise_transposed needs NCHW data and a packed weight (1, panels, "
+                                 f"in channels, nr), got {data.shape} and {wp.shape}")
+    _, panels, _, nr = wp.shape
+    if not (panels - 1) * nr < attrs.channels <= panels * nr:
+        raise TypeInferenceError(f"{attrs.channels} output channels do not fill {panels} micro-panels of {nr}")
+    return TensorType((data.shape[0], attrs.channels, *data.shape[2:]), dtype)
+
+
+def _transposed_reference(args: list[np.ndarray], attrs: TransposedConvAttrs) -> np.ndarray:
+    return _reference(args, PrepackedConvAttrs(attrs.channels, 0))
+
+
+def _transposed_compute(inputs: list[te.Tensor], attrs: TransposedConvAttrs, out: TensorType,
+                        sched: ScheduleContext) -> te.Tensor:
+    data, wp = inputs
+    _, _, per_in, nr = wp.shape
+    kernel = _kernel(sched, attrs.panel_height, nr)
+    if kernel is not None and out.dtype == "float32":
+        geometry = ConvGeometry(tuple(out.shape), (1, 1), (1, 1), (1, 1), per_in, attrs.channels,
+                                in_spatial=tuple(data.shape[2:]))
+        return pointwise_conv_transposed(data, wp, geometry, kernel)
+    return _panel_conv(data, wp, attrs.channels, out)
+
+
+conv2d_pointwise_transposed = register_op(
+    "nn.conv2d_pointwise_transposed", type_rel=_transposed_type, reference=_transposed_reference,
+    pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_transposed_compute, attrs=TransposedConvAttrs, num_inputs=2,
+    doc="NCHW data convolved 1x1 as outᵀ = Xᵀ Wᵀ, positions as the GEMM's rows, with Wᵀ given as its B "
+        "micro-panels (1, panels, in channels, nr).",
 )

@@ -21,6 +21,7 @@ from ...relay.ty import TensorType, Type
 from ...tir import expr as E
 from .._util import as_tensor
 from ..registry import Op, OpPattern, register_op
+from ..row_means import row_means
 from ..schedule_context import ScheduleContext
 from .conv_schedule import pad_input
 from .pool_rows import pool2d_call
@@ -149,9 +150,19 @@ def _count(attrs: PoolAttrs, shape: tuple[int, ...], pos: tuple[E.Var, ...]) -> 
     return total
 
 
+def _single_window_means(x: te.Tensor, attrs: PoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor | None:
+    """One unpadded window per channel that is a contiguous run (it spans every axis but the first spatial
+    one, from 0: a global pool, or KWS's 24 x 5 window over 25 x 5): a row-kernel call (`row_means`)."""
+    spatial = x.shape[2:]
+    if (any(s != 1 for s in out.shape[2:]) or any(attrs.padding) or any(dl != 1 for dl in attrs.dilation)
+            or tuple(attrs.kernel[1:]) != tuple(spatial[1:]) or attrs.kernel[0] > spatial[0]):
+        return None
+    return row_means(x, x.shape[0] * x.shape[1], math.prod(attrs.kernel), math.prod(spatial), tuple(out.shape), sched)
+
+
 def _avg_compute(inputs: list[te.Tensor], attrs: PoolAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
     x = inputs[0]
-    call = pool2d_call(x, attrs, out, sched, average=True)
+    call = _single_window_means(x, attrs, out, sched) or pool2d_call(x, attrs, out, sched, average=True)
     if call is not None:
         return call
     names = ["n", "c", *(f"o{k}" for k in range(len(attrs.kernel)))]
