@@ -22,6 +22,7 @@ from ..relay.module import IRModule
 from ..relay.visitor import post_order
 from ..relay.ty import Type
 from ..transform.declines import Declined, Refusal, call_signature, declined, describe_type, type_text
+from ..transform.pack_gemm_weights import PACKED_FORMS
 from ..transform.plan_devices import DEVICE_ATTR
 
 HOST = "host"
@@ -110,6 +111,9 @@ class PartitionReport:
         found: dict[tuple[str, str, str], None] = {}
         for op, signature in kernel.op_calls:
             notes = [d for d in self.declined if d.op == op and d.signature == signature]
+            if not notes and op in PACKED_FORMS:  # its weight was packed after partitioning: a new type
+                op, data = PACKED_FORMS[op], _first_operand(signature)
+                notes = [d for d in self.declined if d.op == op and _first_operand(d.signature) == data]
             specific = {d.target for d in notes if d.kind.matched_a_pattern}
             for d in notes:
                 if d.target not in specific or d.kind is not Refusal.NO_RULE:
@@ -266,3 +270,8 @@ def partition_report(source: IRModule | object) -> PartitionReport:
     if mod is None:
         raise ValueError("no partitioned module: pass an IRModule or a library built by tessera.build")
     return _Builder(mod).build()
+
+
+def _first_operand(signature: str) -> str:
+    """The first operand's type in a call signature such as "(1x16x8x8 float32, 16x16x1x1 float32)"."""
+    return signature.strip("()").split(", ")[0]

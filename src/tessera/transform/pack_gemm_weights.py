@@ -126,6 +126,13 @@ _PACKERS: dict[Op, Callable[[Call, Call, Target, dict[int, int]], Expr | None]] 
     matmul: _packed_matmul,
     conv2d: _packed_any_conv2d,
 }
+# the operator each packed form stands for (partition reports name the operator partitioning saw)
+PACKED_FORMS: dict[str, str] = {
+    matmul_prepacked.name: matmul.name,
+    conv2d_pointwise_prepacked.name: conv2d.name,
+    conv2d_pointwise_transposed.name: conv2d.name,
+    conv2d_blocked.name: conv2d.name,
+}
 
 
 def _packed(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
