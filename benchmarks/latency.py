@@ -69,6 +69,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS, ASPP_NAME, *encoder_block.BLOCKS,
           convnext.CONVNEXT_NAME)
 ROUNDS = 2  # alternating rounds per runner; the smaller median counts
+# seconds between two runners' blocks: the pool threads of the one before stop spinning (onnxruntime's
+# spin a while after a run, and slowed tessera's first two-thread runs of ic_resnet8 to 1.7 ms from 0.17)
+SETTLE = 0.05
 NAME_WIDTH = max(map(len, MODELS))  # of the model column
 
 
@@ -147,6 +150,7 @@ def bench_model(name: str, variants: list[Variant], threads: list[int], repeat: 
         times: dict[str, list[float]] = {k: [] for k in runners}
         for _ in range(ROUNDS):
             for key, fn in runners.items():
+                time.sleep(SETTLE)
                 times[key].append(median_seconds(fn, repeat, share))
         row.seconds = {k: min(v) for k, v in times.items()}
         rows.append(row)

@@ -47,7 +47,7 @@ def test_runs_use_the_faster_count_and_try_the_other_now_and_then(faster):
     assert choice.best() == faster
 
 
-@pytest.mark.parametrize(("slower", "every"), [(3, round(2 / EXPLORE_SHARE)), (100, EXPLORE_RAREST)])
+@pytest.mark.parametrize(("slower", "every"), [(1.5, round(0.5 / EXPLORE_SHARE)), (100, EXPLORE_RAREST)])
 def test_a_much_slower_count_is_tried_less_often(slower, every):
     choice = ThreadChoice(2)
     seconds = {2: MS, 1: slower * MS}

@@ -18,7 +18,13 @@ How often it tries the other count is bounded by what that costs: at most
 one run in EXPLORE_EVERY, and rarer when the other count is much slower, so
 that its extra time stays near EXPLORE_SHARE of the total (on a quiet
 machine, DenseNet-121's one-thread runs take 28 ms more than its two-thread
-ones: one in 40 runs tries one thread).
+ones: one in 40 runs tries one thread). But at least one run in
+EXPLORE_RAREST tries it, since a count stands for its fastest recent run and
+the other count's runs may all have been slowed by a passing load: right
+after an onnxruntime session's runs (its pool spins a while), ic_resnet8's
+first two-thread runs took 1.7 ms against 0.26 ms at one thread, and runs
+stayed on one thread until a try found 0.17 ms, 256 runs later at a limit
+of 256.
 
 A count stands for the fastest of its recent runs, not their median: other
 processes only ever add time to a run, and they come and go between a
@@ -39,7 +45,7 @@ WINDOW = 5  # the recent runs of a count whose fastest stands for it
 MARGIN = 0.02  # one thread is chosen when its runs take this share less time than all threads' runs
 EXPLORE_EVERY = 16  # at most one run in this many uses the count not chosen, to keep its time current
 EXPLORE_SHARE = 0.02  # ... and fewer, so the extra time of those runs stays about this share of the total
-EXPLORE_RAREST = 256  # ... but at least one run in this many, however slow the other count
+EXPLORE_RAREST = 64  # ... but at least one run in this many, however slow the other count (see above)
 
 
 class ThreadChoice:
