@@ -56,6 +56,7 @@ L1_PANEL_BYTES = 32 * 1024  # a B micro-panel (KC x NR floats) at most a 32 KiB 
 L2_BLOCK_BYTES = 256 * 1024  # an A block (MC x KC floats, on the stack): ViT's 197 tokens in one block
 C_BLOCK_BYTES = 768 * 1024  # C's rows x a block of columns, kept in a 1 MiB L2 across the K blocks
 MIN_ROWS = 8  # fewer rows of A: the scalar-row loops of the plain schedule waste less than MR padding
+FEW_ROWS_MIN_LANES = 16  # fewer rows read packed panels on AVX-512 only (see prepacked_panel_width)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +148,15 @@ def choose_kernel(sched: ScheduleContext, m: int, n: int, k: int, batch: Sequenc
 
 def prepacked_panel_width(target: Target, rows: int) -> int | None:
     """The NR a constant B is packed for at compile time: that of the target's default kernels, or None
-    on targets without the microkernel. Products of fewer than MIN_ROWS rows read the panels too
-    (`matmul_prepacked`'s few-row schedule): one panel is a contiguous run of memory, where B's own rows
-    give each of n / NR threads a strided slice."""
-    defaults = DEFAULT_KERNELS_BY_LANES.get(float32_lanes(target) or 0)
-    return None if defaults is None else defaults[0].nr
+    on targets without the microkernel. On AVX-512, products of fewer than MIN_ROWS rows read the panels
+    too (`matmul_prepacked`'s few-row schedule): one panel is a contiguous run of memory, where B's own
+    rows give each of n / NR threads a strided slice. Not on AVX2: gcc 12 vectorised that schedule's
+    k loop with lane permutes instead of its 16 sums, and MLPerf Tiny's autoencoder ran 6x slower."""
+    lanes = float32_lanes(target) or 0
+    defaults = DEFAULT_KERNELS_BY_LANES.get(lanes)
+    if defaults is None or (rows < MIN_ROWS and lanes < FEW_ROWS_MIN_LANES):
+        return None
+    return defaults[0].nr
 
 
 def pack_b_panels(b: np.ndarray, nr: int) -> np.ndarray:
