@@ -44,10 +44,9 @@ from ..op.transform import reshape
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
-from ..relay.visitor import rewrite
 from ..target.target import Target
 from .channel_gate import gated_input, use_counts
-from .infer_type import infer_function
+from .call_rewrite import rewrite_calls
 from .pass_infra import FunctionPass, PassContext
 
 
@@ -145,11 +144,7 @@ def pack_gemm_weights(func: Function, target: Target, mod: IRModule | None = Non
     module doc)."""
     uses = use_counts(func)
 
-    def visit(old: Expr, new: Expr) -> Expr | None:
-        return _packed(old, new, target, uses) if isinstance(old, Call) and isinstance(new, Call) else None
-
-    out = rewrite(func, visit, into_functions=False)
-    return func if out is func else infer_function(out, mod)
+    return rewrite_calls(func, lambda old, new: _packed(old, new, target, uses), mod)
 
 
 class PackGemmWeights(FunctionPass):

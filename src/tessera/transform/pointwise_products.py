@@ -23,8 +23,7 @@ from ..op.transform import reshape, transpose
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
-from ..relay.visitor import rewrite
-from .infer_type import infer_function
+from .call_rewrite import rewrite_calls
 from .pass_infra import FunctionPass, PassContext
 
 _CONVS = frozenset(CONV_BY_RANK.values())
@@ -58,11 +57,7 @@ def _on_vector(old: Call, new: Call) -> Expr | None:
 
 def pointwise_convs_on_vectors(func: Function, mod: IRModule | None = None) -> Function:
     """`func` with every constant-weight pointwise convolution of a one-position map a product (module doc)."""
-    def visit(old: Expr, new: Expr) -> Expr | None:
-        return _on_vector(old, new) if isinstance(old, Call) and isinstance(new, Call) else None
-
-    out = rewrite(func, visit, into_functions=False)
-    return func if out is func else infer_function(out, mod)
+    return rewrite_calls(func, _on_vector, mod)
 
 
 class PointwiseConvOnVectors(FunctionPass):

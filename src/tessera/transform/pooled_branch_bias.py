@@ -28,8 +28,7 @@ from ..op.transform import BroadcastToAttrs, ConcatAttrs, broadcast_to, concaten
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
-from ..relay.visitor import rewrite
-from .infer_type import infer_function
+from .call_rewrite import rewrite_calls
 from .pass_infra import FunctionPass, PassContext
 
 _CONVS = frozenset(CONV_BY_RANK.values())
@@ -96,11 +95,7 @@ def _as_bias(old: Call, new: Call) -> Expr | None:
 
 def pooled_branches_as_bias(func: Function, mod: IRModule | None = None) -> Function:
     """`func` with the broadcast inputs of every pointwise convolution's concatenation a bias (module doc)."""
-    def visit(old: Expr, new: Expr) -> Expr | None:
-        return _as_bias(old, new) if isinstance(old, Call) and isinstance(new, Call) else None
-
-    out = rewrite(func, visit, into_functions=False)
-    return func if out is func else infer_function(out, mod)
+    return rewrite_calls(func, _as_bias, mod)
 
 
 class PooledBranchAsBias(FunctionPass):

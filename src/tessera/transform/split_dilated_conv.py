@@ -36,8 +36,7 @@ from ..op.transform_pad import pad
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
-from ..relay.visitor import rewrite
-from .infer_type import infer_function
+from .call_rewrite import rewrite_calls
 from .pass_infra import FunctionPass, PassContext
 from .pointwise_products import pointwise_product
 
@@ -145,11 +144,7 @@ def _split(old: Call, new: Call) -> Expr | None:
 
 def split_dilated_convs(func: Function, mod: IRModule | None = None) -> Function:
     """`func` with every sparsely reaching constant-weight dilated convolution split (module doc)."""
-    def visit(old: Expr, new: Expr) -> Expr | None:
-        return _split(old, new) if isinstance(old, Call) and isinstance(new, Call) else None
-
-    out = rewrite(func, visit, into_functions=False)
-    return func if out is func else infer_function(out, mod)
+    return rewrite_calls(func, _split, mod)
 
 
 class SplitDilatedConv(FunctionPass):

@@ -26,8 +26,7 @@ from ..op.nn.conv_regions import DimGeometry
 from ..relay.expr import Call, Constant, Expr, Function
 from ..relay.module import IRModule
 from ..relay.ty import TensorType
-from ..relay.visitor import rewrite
-from .infer_type import infer_function
+from .call_rewrite import rewrite_calls
 from .pass_infra import FunctionPass, PassContext
 
 _CONVS = frozenset(CONV_BY_RANK.values())
@@ -82,11 +81,7 @@ def _trimmed(old: Call, new: Call) -> Expr | None:
 
 def trim_conv_taps(func: Function, mod: IRModule | None = None) -> Function:
     """`func` with every constant-weight convolution's taps that read only padding dropped (module doc)."""
-    def visit(old: Expr, new: Expr) -> Expr | None:
-        return _trimmed(old, new) if isinstance(old, Call) and isinstance(new, Call) else None
-
-    out = rewrite(func, visit, into_functions=False)
-    return func if out is func else infer_function(out, mod)
+    return rewrite_calls(func, _trimmed, mod)
 
 
 class TrimConvTaps(FunctionPass):
