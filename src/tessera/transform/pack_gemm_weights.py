@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -66,20 +67,36 @@ def _packed_matmul(old: Call, new: Call, target: Target, uses: dict[int, int]) -
     return matmul_prepacked(a, Constant(pack_b_panels(weight, nr)), columns=weight.shape[1])
 
 
+class _Conv(NamedTuple):
+    x: Expr  # the rewritten input
+    weight: np.ndarray  # the constant float32 OIHW weight
+    attrs: ConvAttrs
+    x_type: TensorType
+    out: TensorType
+
+
+def _float32_conv(old: Call, new: Call) -> _Conv | None:
+    """The parts of a float32 2-d convolution `new` on a constant weight (types read from the typed `old`)."""
+    x, w = new.args
+    attrs, x_type, out = new.attrs, old.args[0].checked_type_, old.checked_type_
+    if not (isinstance(w, Constant) and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
+            and isinstance(out, TensorType)):
+        return None
+    if w.data.dtype != np.float32 or x_type.dtype != "float32" or w.data.ndim != 4:
+        return None
+    return _Conv(x, w.data, attrs, x_type, out)
+
+
 def _packed_conv2d(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
     """`new` with its weight packed as A micro-panels (or, transposed, as Wᵀ's B panels), or None if it is
     no pointwise float32 convolution the microkernel runs on a constant weight. An input x * g with a
     run-time per-channel gate g (`channel_gate.gated_input`: squeeze-and-excitation) is folded: the
     convolution reads x, and the packed W is scaled by g at run time. Both layouts keep the input channel
     as their third axis, so g broadcasts as (1, 1, C, 1), and the zero padding stays zero."""
-    x, w = new.args
-    attrs, x_type, out = new.attrs, old.args[0].checked_type_, old.checked_type_
-    if not (isinstance(w, Constant) and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
-            and isinstance(out, TensorType)):
+    conv = _float32_conv(old, new)
+    if conv is None or conv.weight.shape[2:] != (1, 1):
         return None
-    weight = w.data
-    if weight.dtype != np.float32 or x_type.dtype != "float32" or weight.shape[2:] != (1, 1):
-        return None
+    x, weight, attrs, x_type, out = conv
     geometry = ConvGeometry(tuple(out.shape), (1, 1), attrs.strides, attrs.dilation, weight.shape[1],
                             weight.shape[0] // attrs.groups, in_spatial=tuple(x_type.shape[2:]))
     plan = prepacked_pointwise_plan(target, geometry) if is_pointwise(geometry, attrs.padding) else None
@@ -100,14 +117,10 @@ def _packed_conv2d(old: Call, new: Call, target: Target, uses: dict[int, int]) -
 def _blocked_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
     """`new` with its weight packed in blocks of output channels (`nn.conv2d_blocked`), or None where
     `blocked_block` keeps the planar schedule."""
-    x, w = new.args
-    attrs, x_type, out = new.attrs, old.args[0].checked_type_, old.checked_type_
-    if not (isinstance(w, Constant) and isinstance(attrs, ConvAttrs) and isinstance(x_type, TensorType)
-            and isinstance(out, TensorType)):
+    conv = _float32_conv(old, new)
+    if conv is None:
         return None
-    weight = w.data
-    if weight.dtype != np.float32 or x_type.dtype != "float32" or weight.ndim != 4:
-        return None
+    x, weight, attrs, x_type, out = conv
     block = blocked_block(target, tuple(x_type.shape[2:]), weight.shape[0], tuple(out.shape[2:]),
                           tuple(weight.shape[2:]), attrs)
     if block is None:
