@@ -19,11 +19,11 @@ import numpy as np
 from ... import te
 from ...errors import TypeInferenceError
 from ...relay.ty import TensorType, Type
+from ...target.simd import float32_lanes
 from ...tir import expr as E
 from .._util import as_tensor, same_dtype
 from ..registry import OpPattern, register_op
 from ..schedule_context import ScheduleContext
-from ...target.simd import float32_lanes
 from .gemm import MIN_ROWS, gemm_prepacked_product, unpack_b_panels
 
 
