@@ -147,7 +147,8 @@ def test_conv_and_matmul_use_register_tiles() -> None:
     width = min(max(2 * lanes, 16), 32)  # two vector registers of positions, 16..32
     # the matmul: the packed-panel GEMM microkernel (op/nn/gemm.py) from AVX2 on, else a register tile
     matmul_code = "static void ts_sgemm_" if lanes >= 8 else "float matmul_tile["
-    assert f"float conv2d_tile[{8 * width}];" in source and matmul_code in source  # 8 channels
+    channels = 4 if lanes == 8 else 8  # AVX2's 16 ymm registers hold 4 channels x 2 vectors (conv_schedule)
+    assert f"float conv2d_tile[{channels * width}];" in source and matmul_code in source
 
 
 def test_conv_rejects_channel_mismatch() -> None:
