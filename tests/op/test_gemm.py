@@ -40,7 +40,7 @@ void gemm_prepacked_a(int64_t m, int64_t n, int64_t k, const float* ap, const fl
 void pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, float* pa) {
   SYM_pack_a(mv, kc, a, a_rs, a_cs, pa); }
 void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, float* pb) {
-  SYM_pack_b(nv, kc, b, b_rs, b_cs, pb); }
+  SYM_pack_b(nv, kc, b, b_rs, b_cs, 0, pb); }
 """
 
 

@@ -83,7 +83,8 @@ def microkernel_source(g: GemmKernel) -> str:
 
 def packing_source(g: GemmKernel) -> str:
     """`<symbol>_pack_a(mv, kc, a, a_rs, a_cs, pa)`: one MR-row micro-panel of A, `pa[p * MR + r]`;
-    `<symbol>_pack_b(nv, kc, b, b_rs, b_cs, pb)`: one NR-column micro-panel of B, `pb[p * NR + j]`.
+    `<symbol>_pack_b(nv, kc, b, b_rs, b_cs, b_rows, pb)`: one NR-column micro-panel of B, `pb[p * NR + j]`, row p
+    of B at `b + p * b_rs`, or at `b + b_rows[p]` where `b_rows` is not null (a convolution's implicit im2col).
     Rows r >= mv and columns j >= nv are zero, so the microkernel always runs whole tiles."""
     s = g.symbol
     return f"""static inline void {s}_pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs,
@@ -101,10 +102,10 @@ def packing_source(g: GemmKernel) -> str:
   }}
 }}
 static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs,
-    float* restrict pb) {{
+    const int32_t* b_rows, float* restrict pb) {{
   enum {{ NR = {g.nr} }};
   for (int64_t p = 0; p < kc; ++p, pb += NR) {{
-    const float* src = b + p * b_rs;
+    const float* src = b_rows ? b + b_rows[p] : b + p * b_rs;
     if (nv == NR && b_cs == 1) for (int64_t j = 0; j < NR; ++j) pb[j] = src[j];
     else for (int64_t j = 0; j < NR; ++j) pb[j] = j < nv ? src[j * b_cs] : 0.0f;
   }}
@@ -124,8 +125,8 @@ def driver_source(g: GemmKernel) -> str:
     L2 (A is packed again per block: m x k against m x n x k multiply-adds)."""
     s = g.symbol
     return f"""static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const float* bp, float* c, int64_t ldc,
-    int64_t j_first, int64_t j_end) {{
+    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp, float* c,
+    int64_t ldc, int64_t j_first, int64_t j_end) {{
   enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, CB = {C_BLOCK_BYTES} }};
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
   float pb[KC * NR] __attribute__((aligned(64)));  /* one micro-panel of B, L1-resident across the rows */
@@ -151,7 +152,7 @@ def driver_source(g: GemmKernel) -> str:
           const int64_t nv = n - j0 < NR ? n - j0 : NR;
           /* prepacked: micro-panel j0 / NR is k x NR floats, its rows p0.. a contiguous KC x NR block */
           const float* panel = bp ? bp + j0 * k + p0 * NR : pb;
-          if (!bp) {s}_pack_b(nv, kc, b + p0 * b_rs + j0 * b_cs, b_rs, b_cs, pb);
+          if (!bp) {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + j0 * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
           for (int64_t ir = 0; ir < mc; ir += MR)
             {s}_tile(kc, apanels + ir * astep, panel, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
         }}
@@ -160,7 +161,8 @@ def driver_source(g: GemmKernel) -> str:
   }}
 }}
 static void {s}_run(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const float* bp, float* c, int64_t ldc) {{
+    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp, float* c,
+    int64_t ldc) {{
 #if defined(_OPENMP)
   enum {{ NR = {g.nr} }};
   const int64_t panels = (n + NR - 1) / NR;
@@ -169,36 +171,54 @@ static void {s}_run(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
     {{
       const int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
       const int64_t first = panels * t / parts * NR, end = panels * (t + 1) / parts * NR;
-      {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, bp, c, ldc, first, end < n ? end : n);
+      {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, first, end < n ? end : n);
     }}
     return;
   }}
 #endif
-  {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, bp, c, ldc, 0, n);
+  {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, 0, n);
 }}"""
 
 
 def entry_source(g: GemmKernel, entry: str) -> str:
-    """The function a kernel calls, `entry` one of three: `<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c,
+    """The function a kernel calls, `entry` one of four: `<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c,
     ldc)` packs both operands as it goes; `<symbol>_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc)` reads B
     from micro-panels packed at compile time; `<symbol>_prepacked_a(m, n, k, ap, b, b_rs, b_cs, c, ldc)`
-    reads A so (`tessera.op.nn.conv_gemm.pack_a_panels`: a pointwise convolution's weights). Each is its
-    own helper, defined only in units that call it (-Wall: no unused statics)."""
+    reads A so (`tessera.op.nn.conv_gemm.pack_a_panels`: a pointwise convolution's weights);
+    `<symbol>_planes(m, n, ap, x, channels, kh, kw, dh, dw, sh, sw, phases_h, phases_w, rows, pitch, c, ldc)` reads A so and B as
+    the implicit im2col matrix of padded stride-phase planes `x` (`tessera.op.nn.conv_planes_gemm`). Each is
+    its own helper, defined only in units that call it (-Wall: no unused statics)."""
     if entry == g.prepacked_symbol:
         return f"""static void {entry}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
     int64_t a_cs, const float* bp, float* c, int64_t ldc) {{
-  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, 0, 0, 0, bp, c, ldc);
+  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, 0, 0, 0, 0, bp, c, ldc);
 }}"""
     if entry == g.prepacked_a_symbol:
         return f"""static void {entry}(int64_t m, int64_t n, int64_t k, const float* ap, const float* b,
     int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
-  {g.symbol}_run(m, n, k, 0, 0, 0, ap, b, b_rs, b_cs, 0, c, ldc);
+  {g.symbol}_run(m, n, k, 0, 0, 0, ap, b, b_rs, b_cs, 0, 0, c, ldc);
+}}"""
+    if entry == g.planes_symbol:
+        return f"""static void {entry}(int64_t m, int64_t n, const float* ap, const float* x, int64_t channels,
+    int64_t kh, int64_t kw, int64_t dh, int64_t dw, int64_t sh, int64_t sw, int64_t phases_h, int64_t phases_w,
+    int64_t rows, int64_t pitch, float* c, int64_t ldc) {{
+  /* row p = (channel, tap) of the implicit im2col matrix: the tap's shift in its stride phase's plane
+     (phases_h is sh, or 1 where every tap reads phase 0 and only that one was copied; so phases_w)
+     (a variable-length array: k * 4 bytes of stack, 18 KiB for 512 channels x 3 x 3) */
+  const int64_t k = channels * kh * kw, plane = rows * pitch;
+  int32_t b_rows[k];
+  for (int64_t ch = 0, p = 0; ch < channels; ++ch)
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j, ++p)
+        b_rows[p] = (int32_t)(((ch * phases_h + i * dh % sh) * phases_w + j * dw % sw) * plane + i * dh / sh * pitch
+                              + j * dw / sw);
+  {g.symbol}_run(m, n, k, 0, 0, 0, ap, x, 0, 1, b_rows, 0, c, ldc);
 }}"""
     if entry != g.symbol:
         raise ValueError(f"{entry} is no entry of the {g.mr}x{g.nr} GEMM microkernel")
     return f"""static void {g.symbol}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
     const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
-  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, b, b_rs, b_cs, 0, c, ldc);
+  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, b, b_rs, b_cs, 0, 0, c, ldc);
 }}"""
 
 

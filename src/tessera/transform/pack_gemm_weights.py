@@ -34,6 +34,7 @@ import numpy as np
 from ..op.elemwise import multiply
 from ..op.nn.conv import ConvAttrs, conv2d
 from ..op.nn.conv_blocked import blocked_block, conv2d_blocked, pack_blocked_weights
+from ..op.nn.conv_planes_gemm import conv2d_planes_prepacked, pack_planes_weights, planes_gemm_kernel
 from ..op.nn.conv_gemm import is_pointwise, pack_pointwise_weights, prepacked_pointwise_plan
 from ..op.nn.conv_prepacked import conv2d_pointwise_prepacked, conv2d_pointwise_transposed
 from ..op.nn.conv_schedule import ConvGeometry
@@ -129,8 +130,24 @@ def _blocked_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
                           padding=tuple(attrs.padding), dilation=tuple(attrs.dilation))
 
 
+def _planes_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
+    """`new` with its weight packed as the A micro-panels of one GEMM over the input planes
+    (`nn.conv2d_planes_prepacked`), or None where `planes_gemm_kernel` leaves it to the other schedules."""
+    conv = _float32_conv(old, new)
+    if conv is None:
+        return None
+    x, weight, attrs, x_type, out = conv
+    kernel = planes_gemm_kernel(target, tuple(x_type.shape[2:]), tuple(out.shape), tuple(weight.shape[2:]), attrs)
+    if kernel is None:
+        return None
+    return conv2d_planes_prepacked(x, Constant(pack_planes_weights(weight, kernel.mr)), channels=weight.shape[0],
+                                   kernel_size=tuple(weight.shape[2:]), strides=tuple(attrs.strides),
+                                   padding=tuple(attrs.padding), dilation=tuple(attrs.dilation), panel_width=kernel.nr)
+
+
 def _packed_any_conv2d(old: Call, new: Call, target: Target, uses: dict[int, int]) -> Expr | None:
-    return _packed_conv2d(old, new, target, uses) or _blocked_conv2d(old, new, target)
+    return (_packed_conv2d(old, new, target, uses) or _planes_conv2d(old, new, target)
+            or _blocked_conv2d(old, new, target))
 
 
 # (old call, rewritten call, target, use counts of the function) -> the packed call or None
@@ -144,6 +161,7 @@ PACKED_FORMS: dict[str, str] = {
     conv2d_pointwise_prepacked.name: conv2d.name,
     conv2d_pointwise_transposed.name: conv2d.name,
     conv2d_blocked.name: conv2d.name,
+    conv2d_planes_prepacked.name: conv2d.name,
 }
 
 

@@ -3,4 +3,6 @@
 Importing the package registers every operator module below.
 """
 
-from . import conv, conv_blocked, conv_prepacked, conv_transpose, matmul, matmul_prepacked, norm, pool, softmax  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    conv, conv_blocked, conv_planes_gemm, conv_prepacked, conv_transpose, matmul, matmul_prepacked, norm, pool, softmax,
+)

@@ -85,6 +85,12 @@ class GemmKernel:
         return f"{self.symbol}_prepacked_a"
 
     @property
+    def planes_symbol(self) -> str:
+        """The entry convolving padded planes with A micro-panels packed at compile time, B an implicit
+        im2col matrix (`conv_planes_gemm`)."""
+        return f"{self.symbol}_planes"
+
+    @property
     def kc(self) -> int:
         """K per block: KC_MAX, or fewer where a B micro-panel of KC x NR floats would exceed L1_PANEL_BYTES."""
         return max(16, min(KC_MAX, L1_PANEL_BYTES // (4 * self.nr)))
@@ -97,7 +103,7 @@ class GemmKernel:
     @classmethod
     def from_symbol(cls, name: str) -> "GemmKernel | None":
         """The kernel a C symbol names (either entry), or None if it names none (codegen's look-up of a call)."""
-        match = re.fullmatch(r"ts_sgemm_(\d+)x(\d+)(_prepacked(_a)?)?", name)
+        match = re.fullmatch(r"ts_sgemm_(\d+)x(\d+)(_prepacked(_a)?|_planes)?", name)
         return cls(int(match.group(1)), int(match.group(2))) if match else None
 
 

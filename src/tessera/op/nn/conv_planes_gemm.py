@@ -1,0 +1,218 @@
+"""`nn.conv2d_planes_prepacked`: a dense 2-d convolution as one GEMM per image over its padded input planes.
+
+The planar schedule (`conv_schedule.planar_tiles`) multiplies one broadcast weight by a vector of output
+positions, and reads a tile's weights with a stride of in_channels x taps. On AVX2 that ran at about 18 G
+multiply-adds per second on VGG-19's and Inception's 3x3 layers (AMD EPYC Zen 3, one thread), while the
+GEMM microkernel ran a matrix product of the same size at 33-37 G, onnxruntime's speed.
+
+So here the convolution is that product: out[c, p] = sum over k of W[c, k] . B[k, p], where k runs over
+(input channel, tap) and p over the positions of the output's rows laid out with the input planes' pitch
+(`pitch - out_width` columns per row are computed and dropped). Row k of B is the input plane of k's
+channel and stride phase, shifted by k's tap: a contiguous run of memory, so B is never built (an
+implicit im2col): the microkernel's packing reads its micro-panels from the planes through a table of row
+offsets (`ts_sgemm_<MR>x<NR>_planes`). The weight, (OC, IC x KH x KW), is packed at compile time into the
+microkernel's A micro-panels (`pack_planes_weights`).
+
+    planes[n, c, ph, pw, r, x] = data[n, c, r*sh + ph - top, x*sw + pw - left]  (zero outside: `plane_copy`)
+    product[n, c, y*pitch + x]  = the GEMM, y < out_height, x < pitch
+    out[n, c, y, x]             = product[n, c, y*pitch + x]  (fused epilogues run here)
+
+The PackGemmWeights pass writes it in place of `nn.conv2d(data, constant)` where `planes_gemm_kernel` says
+so: for now on AVX2 only, where it was measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import te
+from ...errors import TypeInferenceError
+from ...relay.ty import TensorType, Type
+from ...target.simd import float32_lanes
+from ...target.target import Target
+from ...tir import expr as E
+from ...tir import stmt as S
+from ...tir.buffer import Buffer
+from .._util import as_tensor, same_dtype
+from ..registry import OpPattern, register_op
+from ..schedule_context import ScheduleContext
+from .conv import ConvAttrs, conv_output_size, conv_reference
+from .conv_planes import plane_copy
+from .gemm import DEFAULT_KERNELS_BY_LANES, KERNELS_BY_LANES, GemmKernel, default_kernel, pack_a_panels
+
+WORKLOAD_LANES = (8,)  # float32 lanes of the targets the pass packs for (AVX2; AVX-512 is unmeasured)
+MIN_OUT_CHANNELS = 16  # fewer rows of A leave most of a 6-row micro-panel's loads unshared
+# computed positions (rows x pitch) per image below which the blocked tiles (`conv_blocked`) stay: one thread,
+# Zen 3, time against the schedule it replaced: 3x3 convolutions 64->64 at 8x8 0.78, 512->512 at 7x7 0.88,
+# 128->128 at 6x6 (planar) 0.55, 16->32 at 16x16 0.82; 64->64 at 5x5 (35 positions) 1.07, about even
+MIN_POSITIONS = 32
+
+
+@dataclass(frozen=True)
+class PlanesGemmAttrs:
+    channels: int
+    """Output channels: the last micro-panel is zero-padded past them."""
+    kernel_size: tuple[int, int]
+    strides: tuple[int, int]
+    padding: tuple[int, int, int, int]  # top, left, bottom, right
+    dilation: tuple[int, int]
+    panel_width: int
+    """NR of the microkernel the weight was packed for (its MR is the packed weight's last axis)."""
+
+
+@dataclass(frozen=True)
+class PlaneLayout:
+    """The padded input planes of one image: (channels, phases_h, phases_w, rows, pitch) floats."""
+
+    rows: int  # per stride phase, one more than the padded input needs (the dropped columns read past it)
+    pitch: int
+    phases: tuple[int, int] = (1, 1)  # stride phases copied: the stride, or 1 where every tap reads phase 0
+
+    @classmethod
+    def of(cls, in_spatial: Sequence[int], strides: Sequence[int], padding: Sequence[int],
+           kernel: Sequence[int] = (1, 1), dilation: Sequence[int] = (1, 1)) -> "PlaneLayout":
+        (h, w), (sh, sw), (top, left, bottom, right) = in_spatial, strides, padding
+        # a 1x1 of stride 2 reads a quarter of its input: copy that phase only
+        phases = tuple(1 if k == 1 or d % s == 0 else s for k, d, s in zip(kernel, dilation, strides))
+        return cls(-(-(h + top + bottom) // sh) + 1, -(-(w + left + right) // sw), (phases[0], phases[1]))
+
+
+def pack_planes_weights(weight: np.ndarray, mr: int) -> np.ndarray:
+    """(OC, IC, KH, KW) -> A micro-panels of the (OC, IC x KH x KW) matrix: shape (ceil(OC / mr), IC x KH x KW, mr)."""
+    return np.ascontiguousarray(pack_a_panels(weight.reshape(weight.shape[0], -1), mr))
+
+
+def unpack_planes_weights(packed: np.ndarray, channels: int, in_channels: int,
+                          kernel_size: Sequence[int]) -> np.ndarray:
+    panels, k, mr = packed.shape
+    matrix = packed.transpose(0, 2, 1).reshape(panels * mr, k)[:channels]
+    return matrix.reshape(channels, in_channels, *kernel_size)
+
+
+def planes_gemm_kernel(target: Target, in_spatial: Sequence[int], out_shape: Sequence[int],
+                       kernel: Sequence[int], attrs: ConvAttrs) -> GemmKernel | None:
+    """The microkernel a constant float32 convolution's weight is packed for, or None to leave it to the
+    other schedules: targets other than WORKLOAD_LANES', grouped and 1x1 convolutions (`conv_gemm`'s),
+    fewer than MIN_OUT_CHANNELS output channels or MIN_POSITIONS computed positions."""
+    lanes = float32_lanes(target) or 0
+    if lanes not in WORKLOAD_LANES or attrs.groups != 1 or any(d != 1 for d in attrs.dilation):
+        return None  # dilated: the planes would hold all the padding (`conv_regions` skips it)
+    layout = PlaneLayout.of(in_spatial, attrs.strides, attrs.padding)
+    if out_shape[1] < MIN_OUT_CHANNELS or out_shape[2] * layout.pitch < MIN_POSITIONS:
+        return None
+    return default_kernel(DEFAULT_KERNELS_BY_LANES[lanes], out_shape[1])
+
+
+def _type(types: tuple[Type, ...], attrs: PlanesGemmAttrs) -> Type:
+    data, wp = as_tensor(types[0], "data"), as_tensor(types[1], "packed weight")
+    dtype = same_dtype([data, wp], "conv2d_planes_prepacked operands")
+    if data.ndim != 4 or wp.ndim != 3:
+        raise TypeInferenceError(f"conv2d_planes_prepacked needs NCHW data and a packed weight (panels, "
+                                 f"in channels x taps, mr), got {data.shape} and {wp.shape}")
+    panels, k, mr = wp.shape
+    kh, kw = attrs.kernel_size
+    if k != data.shape[1] * kh * kw or not (panels - 1) * mr < attrs.channels <= panels * mr:
+        raise TypeInferenceError(f"a packed weight {wp.shape} does not hold {attrs.channels} output channels "
+                                 f"x {data.shape[1]} input channels x {kh}x{kw} taps in micro-panels")
+    spatial = []
+    for d, (size, taps) in enumerate(zip(data.shape[2:], attrs.kernel_size)):
+        out = conv_output_size(size, taps, attrs.strides[d], attrs.dilation[d], attrs.padding[d], attrs.padding[2 + d])
+        if out < 1:
+            raise TypeInferenceError(f"output size {out} < 1 in spatial dim {d}")
+        spatial.append(out)
+    return TensorType((data.shape[0], attrs.channels, *spatial), dtype)
+
+
+def _conv_attrs(attrs: PlanesGemmAttrs) -> ConvAttrs:
+    return ConvAttrs(attrs.strides, attrs.padding, attrs.dilation)
+
+
+def _reference(args: list[np.ndarray], attrs: PlanesGemmAttrs) -> np.ndarray:
+    x, wp = args
+    weight = unpack_planes_weights(wp, attrs.channels, x.shape[1], attrs.kernel_size)
+    return conv_reference([x, weight], _conv_attrs(attrs))
+
+
+def _planes(data: te.Tensor, attrs: PlanesGemmAttrs, layout: PlaneLayout) -> te.Tensor:
+    """The padded stride-phase planes of `data`: a kernel input is copied by loops bounded by the padding
+    (`plane_copy`); a computed one (a fused producer) goes through a select, where it is inlined."""
+    (sh, sw), (top, left) = attrs.strides, attrs.padding[:2]
+    shape = (data.shape[0], data.shape[1], *layout.phases, layout.rows, layout.pitch)
+    if isinstance(data.op, te.PlaceholderOp):
+        return plane_copy(data, shape, (top, left), (sh, sw), "planes")
+    height, width = data.shape[2:]
+
+    def element(n: E.Var, c: E.Var, ph: E.Var, pw: E.Var, r: E.Var, x: E.Var) -> E.PrimExpr:
+        h, w = E.sub(E.add(E.mul(r, sh), ph), top), E.sub(E.add(E.mul(x, sw), pw), left)
+        inside = E.logical_and(E.logical_and(E.ge(h, 0), E.lt(h, height)), E.logical_and(E.ge(w, 0), E.lt(w, width)))
+        clamp = lambda i, size: E.minimum(E.maximum(i, 0), size - 1)  # noqa: E731  (read in bounds)
+        return E.select(inside, data[n, c, clamp(h, height), clamp(w, width)], E.const(0.0, data.dtype))
+
+    return te.compute(shape, element, name="planes")
+
+
+def planes_gemm_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out_shape: tuple[int, ...],
+                     kernel: GemmKernel) -> te.Tensor:
+    """The convolution as one `kernel.planes_symbol` call per image into a (batch, channels, out_height x
+    pitch) scratch stage, then copied into NCHW (see the module doc)."""
+    batch, channels, out_height, out_width = out_shape
+    layout = PlaneLayout.of(data.shape[2:], attrs.strides, attrs.padding, attrs.kernel_size, attrs.dilation)
+    planes = _planes(data, attrs, layout)
+    positions, zero = out_height * layout.pitch, E.IntImm(0)
+    (kh, kw), (sh, sw), (dh, dw) = attrs.kernel_size, attrs.strides, attrs.dilation
+    image = te.axis(batch, "n")
+
+    def product(ins: tuple[Buffer, ...], out: Buffer) -> S.Stmt:
+        x, w = ins
+        return te.call_extern(kernel.planes_symbol, channels, positions, te.pointer(w),
+                              te.pointer(x, image.var, zero, zero, zero, zero, zero), data.shape[1], kh, kw, dh, dw,
+                              sh, sw, *layout.phases, layout.rows, layout.pitch, te.pointer(out, image.var, zero, zero),
+                              positions)
+
+    rows = te.extern((batch, channels, positions), [planes, wp], product, name="conv2d_gemm", loops=[image])
+    pitch = layout.pitch
+    return te.compute(out_shape, lambda n, c, y, x: rows[n, c, E.add(E.mul(y, pitch), x)], name="conv2d_out")
+
+
+def _plain_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out_shape: tuple[int, ...]) -> te.Tensor:
+    """The convolution as a plain reduction reading the weight through its micro-panels (targets without the
+    microkernel; the pass packs only for targets with one)."""
+    _, k, mr = wp.shape
+    kh, kw = attrs.kernel_size
+    (sh, sw), (dh, dw), (top, left) = attrs.strides, attrs.dilation, attrs.padding[:2]
+    height, width = data.shape[2:]
+    rc, ry, rx = te.reduce_axis(data.shape[1], "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+
+    def element(n: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
+        h = E.sub(E.add(E.mul(y, sh), E.mul(ry.var, dh)), top)
+        w = E.sub(E.add(E.mul(x, sw), E.mul(rx.var, dw)), left)
+        inside = E.logical_and(E.logical_and(E.ge(h, 0), E.lt(h, height)), E.logical_and(E.ge(w, 0), E.lt(w, width)))
+        value = data[n, rc.var, E.minimum(E.maximum(h, 0), height - 1), E.minimum(E.maximum(w, 0), width - 1)]
+        row = E.add(E.mul(E.add(E.mul(rc.var, kh), ry.var), kw), rx.var)
+        weight = wp[E.floordiv(c, mr), row, E.floormod(c, mr)]
+        return te.sum(E.mul(E.select(inside, value, E.const(0.0, data.dtype)), weight), [rc, ry, rx])
+
+    return te.compute(out_shape, element, name="conv2d")
+
+
+def _compute(inputs: list[te.Tensor], attrs: PlanesGemmAttrs, out: TensorType, sched: ScheduleContext) -> te.Tensor:
+    data, wp = inputs
+    wanted = GemmKernel(wp.shape[-1], attrs.panel_width)
+    if out.dtype == "float32" and wanted in KERNELS_BY_LANES.get(float32_lanes(sched.target) or 0, ()):
+        return planes_gemm_conv(data, wp, attrs, tuple(out.shape), wanted)
+    return _plain_conv(data, wp, attrs, tuple(out.shape))
+
+
+conv2d_planes_prepacked = register_op(
+    "nn.conv2d_planes_prepacked", type_rel=_type, reference=_reference, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+    compute=_compute, attrs=PlanesGemmAttrs, num_inputs=2,
+    doc="NCHW data convolved with a weight given as the GEMM A micro-panels of its (OC, IC x KH x KW) matrix "
+        "(panels, IC x KH x KW, mr), as one product over the padded input planes.",
+)
+
+
+__all__ = ("PlaneLayout", "PlanesGemmAttrs", "conv2d_planes_prepacked", "pack_planes_weights", "planes_gemm_conv",
+           "planes_gemm_kernel", "unpack_planes_weights")

@@ -1,0 +1,153 @@
+"""Dense convolutions as one GEMM over the padded input planes (op/nn/conv_planes_gemm.py): the weight packed
+at compile time by PackGemmWeights into A micro-panels, B the implicit im2col matrix the
+`ts_sgemm_<MR>x<NR>_planes` entry reads through row offsets. Against onnxruntime on AVX2, where the pass uses
+it, and the plain fallback for targets without the microkernel."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tessera
+from tessera import relay
+from tessera.errors import TypeInferenceError
+from tessera.frontend import from_onnx
+from tessera.op.nn.conv import ConvAttrs, conv_reference
+from tessera.op.nn.conv_planes_gemm import (
+    PlaneLayout,
+    conv2d_planes_prepacked,
+    pack_planes_weights,
+    planes_gemm_kernel,
+    unpack_planes_weights,
+)
+from tessera.relay.expr import Constant
+from tessera.target import Target
+from tessera.testing.isa import require_level
+from tessera.testing.models import ort_session
+from tessera.transform.infer_type import infer_function
+
+AVX2 = "c -mcpu=x86-64-v3"
+# (in channels, out channels, kernel, strides, pads (top, left, bottom, right), dilation, map): VGG's 3x3,
+# out channels ragged against MR = 6, a ResNet stem (7x7 stride 2, 3 channels), a strided 1x1 projection, an
+# asymmetric pad, a 5x5 with stride 2 on an odd map
+SHAPES = [
+    (16, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (14, 14)),
+    (8, 21, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (9, 11)),
+    (3, 16, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), (32, 32)),
+    (32, 64, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), (16, 16)),
+    (12, 24, (3, 3), (1, 1), (0, 1, 2, 0), (1, 1), (10, 12)),
+    (10, 18, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1), (15, 13)),
+]
+
+
+def conv_model(c, oc, kernel, strides, pads, dilation, hw, batch, relu_first=False):
+    """Conv with bias, then Relu (the epilogue runs in the copy out of the product); `relu_first`: a Relu
+    feeds the convolution too."""
+    rng = np.random.default_rng(c * 31 + oc)
+    w = (rng.standard_normal((oc, c, *kernel)) / np.sqrt(c * kernel[0] * kernel[1])).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    nodes = [helper.make_node("Relu", ["x"], ["xr"])] if relu_first else []
+    nodes += [helper.make_node("Conv", ["xr" if relu_first else "x", "w", "b"], ["y"], kernel_shape=list(kernel),
+                               strides=list(strides), pads=[pads[0], pads[1], pads[2], pads[3]],
+                               dilations=list(dilation)),
+              helper.make_node("Relu", ["y"], ["z"])]
+    graph = helper.make_graph(
+        nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, c, *hw])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def kernel_ops(lib) -> list[tuple[str, ...]]:
+    graph = json.loads(lib.graph_json)
+    return [tuple(n.get("ops", ())) for n in graph["nodes"] if n["op"] == "kernel"]
+
+
+@pytest.mark.parametrize("c, oc, kernel, strides, pads, dilation, hw", SHAPES)
+def test_convolutions_as_one_gemm_over_planes_match_onnxruntime(c, oc, kernel, strides, pads, dilation, hw):
+    model = conv_model(c, oc, kernel, strides, pads, dilation, hw, batch=2)
+    mod, params = from_onnx(model)
+    lib = tessera.build(mod, params=params, target=AVX2)
+    assert [ops[0] for ops in kernel_ops(lib)] == ["nn.conv2d_planes_prepacked"]
+    source = "".join(lib.c_sources.values())
+    assert re.search(r"(?<!static void )ts_sgemm_6x16_planes\(", source), "the kernel calls the planes entry"
+    require_level("x86-64-v3")
+    x = np.random.default_rng(1).standard_normal((2, c, *hw)).astype(np.float32)
+    want = ort_session(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(lib(x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_computed_input_is_padded_by_a_select():
+    """A Relu fused in front of the convolution: its planes are a computed stage, not the copy loops."""
+    model = conv_model(8, 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (12, 12), batch=1, relu_first=True)
+    mod, params = from_onnx(model)
+    lib = tessera.build(mod, params=params, target=AVX2)
+    assert any(ops[0] == "nn.conv2d_planes_prepacked" for ops in kernel_ops(lib))
+    require_level("x86-64-v3")
+    x = np.random.default_rng(2).standard_normal((1, 8, 12, 12)).astype(np.float32)
+    np.testing.assert_allclose(lib(x)[0], ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_packing_round_trips():
+    w = np.random.default_rng(3).standard_normal((21, 5, 3, 2)).astype(np.float32)
+    packed = pack_planes_weights(w, 6)
+    assert packed.shape == (4, 30, 6) and not packed[3, :, 3:].any()  # 21 rows: the last panel's 3 are zero
+    np.testing.assert_array_equal(unpack_planes_weights(packed, 21, 5, (3, 2)), w)
+
+
+def test_plane_layout_holds_every_tap_and_the_dropped_columns():
+    # 56 + 2 padded rows, one more for the dropped columns' reads; stride 2 halves both (rounding up)
+    assert PlaneLayout.of((56, 56), (1, 1), (1, 1, 1, 1)) == PlaneLayout(59, 58)
+    assert PlaneLayout.of((224, 224), (2, 2), (3, 3, 3, 3), (7, 7)) == PlaneLayout(116, 115, (2, 2))
+    # every tap of a strided 1x1 (or of a 3x3 of dilation 2, stride 2) reads stride phase 0: only it is copied
+    assert PlaneLayout.of((56, 56), (2, 2), (0, 0, 0, 0), (1, 1)).phases == (1, 1)
+    assert PlaneLayout.of((56, 56), (2, 2), (2, 2, 2, 2), (3, 3), (2, 2)).phases == (1, 1)
+
+
+def test_which_convolutions_the_pass_packs():
+    plain = ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1))
+    avx2, avx512 = Target(AVX2), Target("c -mcpu=x86-64-v4")
+    assert planes_gemm_kernel(avx2, (56, 56), (1, 64, 56, 56), (3, 3), plain) is not None
+    assert planes_gemm_kernel(avx512, (56, 56), (1, 64, 56, 56), (3, 3), plain) is None  # unmeasured there
+    assert planes_gemm_kernel(Target("c -mcpu=cortex-m4"), (56, 56), (1, 64, 56, 56), (3, 3), plain) is None
+    grouped = ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1), groups=2)
+    assert planes_gemm_kernel(avx2, (56, 56), (1, 64, 56, 56), (3, 3), grouped) is None
+    assert planes_gemm_kernel(avx2, (56, 56), (1, 8, 56, 56), (3, 3), plain) is None  # too few output channels
+    assert planes_gemm_kernel(avx2, (3, 3), (1, 64, 3, 3), (3, 3), plain) is None  # 3 x 5 positions
+    dilated = ConvAttrs((1, 1), (2, 2, 2, 2), (2, 2))  # its padding is conv_regions' to skip
+    assert planes_gemm_kernel(avx2, (56, 56), (1, 64, 56, 56), (3, 3), dilated) is None
+
+
+def _packed_call(x_shape, weight, attrs: ConvAttrs, mr=6, nr=16):
+    x = relay.Var("x", relay.TensorType(x_shape, "float32"))
+    call = conv2d_planes_prepacked(x, Constant(pack_planes_weights(weight, mr)), channels=weight.shape[0],
+                                   kernel_size=weight.shape[2:], strides=attrs.strides, padding=attrs.padding,
+                                   dilation=attrs.dilation, panel_width=nr)
+    return relay.Function([x], call)
+
+
+@pytest.mark.parametrize("target, level, gemm", [("c -mcpu=x86-64", "x86-64", False),
+                                                  ("c -mcpu=x86-64-v4", "x86-64-v4", True)])
+def test_the_op_runs_on_any_target(target, level, gemm):
+    """Built by hand for SSE, which has no microkernel, the op is a plain reduction over the packed weight;
+    for AVX-512, which has a 6x16 one too, it calls the planes entry. Same result either way."""
+    rng = np.random.default_rng(4)
+    weight = rng.standard_normal((10, 4, 3, 3)).astype(np.float32)
+    attrs = ConvAttrs((2, 1), (1, 0, 1, 2), (1, 1))
+    lib = tessera.build(relay.IRModule.from_expr(_packed_call((1, 4, 9, 8), weight, attrs)), target=target)
+    assert ("ts_sgemm_6x16_planes(" in "".join(lib.c_sources.values())) == gemm
+    require_level(level)
+    x = rng.standard_normal((1, 4, 9, 8)).astype(np.float32)
+    np.testing.assert_allclose(lib(x)[0], conv_reference([x, weight], attrs), rtol=1e-4, atol=1e-4)
+
+
+def test_a_weight_of_the_wrong_shape_is_refused_by_name():
+    weight = np.zeros((10, 4, 3, 3), np.float32)
+    func = _packed_call((1, 5, 9, 8), weight, ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1)))  # 5 input channels
+    with pytest.raises(TypeInferenceError, match=r"conv2d_planes_prepacked|packed weight"):
+        infer_function(func)
