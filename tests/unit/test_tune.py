@@ -159,11 +159,13 @@ def test_missing_log_says_how_to_make_one(tmp_path):
 # ------------------------------------------------------------------ the tuner on a small conv net
 
 
-def _conv_net() -> onnx.ModelProto:
+def _conv_net(channels: int = 12) -> onnx.ModelProto:
+    """Two convolutions, `channels` then 8 output channels. The default 12 is fewer than AVX2's GEMM over
+    planes takes (conv_planes_gemm, which has no knobs), so both keep the tunable planar tiles on any x86-64."""
     rng = np.random.default_rng(0)
-    w1 = numpy_helper.from_array(rng.standard_normal((16, 4, 3, 3)).astype(np.float32), "w1")
-    b1 = numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b1")
-    w2 = numpy_helper.from_array(rng.standard_normal((8, 16, 3, 3)).astype(np.float32) * 0.1, "w2")
+    w1 = numpy_helper.from_array(rng.standard_normal((channels, 4, 3, 3)).astype(np.float32), "w1")
+    b1 = numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), "b1")
+    w2 = numpy_helper.from_array(rng.standard_normal((8, channels, 3, 3)).astype(np.float32) * 0.1, "w2")
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
@@ -185,6 +187,12 @@ def convnet(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def convnet16():
+    """The net with 16 channels first: tile defaults that differ between Cortex-M and AVX-512 (built, never run)."""
+    return from_onnx(_conv_net(16))
+
+
+@pytest.fixture(scope="module")
 def tuned(convnet, tmp_path_factory):
     _, mod, params = convnet
     log = tmp_path_factory.mktemp("tuned") / "log.json"
@@ -193,12 +201,12 @@ def tuned(convnet, tmp_path_factory):
     return log, result, messages
 
 
-def test_finding_workloads_runs_no_c_compiler(convnet, monkeypatch):
+def test_finding_workloads_runs_no_c_compiler(convnet16, monkeypatch):
     def no_gcc(*args, **kwargs):
         raise AssertionError("the C compiler ran")
 
     monkeypatch.setattr("tessera.runtime.module.link_shared_library", no_gcc)
-    _, mod, params = convnet
+    mod, params = convnet16
     tasks = extract_tasks(mod, "c -mcpu=x86-64-v4", params)  # (on AVX2 the small map's conv is blocked)
     assert [t.workload.op for t in tasks] == ["conv2d", "conv2d"]
     assert [json.loads(t.workload.key)["out"] for t in tasks] == [[1, 16, 20, 20], [1, 8, 9, 9]]
@@ -206,9 +214,9 @@ def test_finding_workloads_runs_no_c_compiler(convnet, monkeypatch):
         assert t.kernel.attrs.primitive and t.choice.default in t.choice.candidates
 
 
-def test_cortex_m_convolutions_default_to_the_tile_the_board_tuner_found(convnet):
+def test_cortex_m_convolutions_default_to_the_tile_the_board_tuner_found(convnet16):
     """16 channels x 16 positions on a Cortex-M (scalar FPU); host tiles follow the vector width."""
-    _, mod, params = convnet
+    mod, params = convnet16
     m4 = {t.workload.key: dict(t.choice.default) for t in extract_tasks(mod, "c -mcpu=cortex-m4", params)
           if t.workload.op == "conv2d"}
     host = {t.workload.key: dict(t.choice.default) for t in extract_tasks(mod, "c -march=x86-64-v4", params)}
@@ -313,7 +321,7 @@ def test_the_tuner_sees_the_defaults_a_build_for_its_target_uses():
     from tessera.op.nn import conv
 
     x = relay.Var("x", relay.TensorType((1, 16, 40, 40), "float32"))
-    w = np.ones((16, 16, 3, 3), np.float32)
+    w = np.ones((12, 16, 3, 3), np.float32)  # planar on AVX2 too (conv_planes_gemm takes 16 channels or more)
     mod = relay.IRModule.from_expr(relay.Function(
         (x,), conv.conv2d(x, relay.const(w), strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1))))
     widths = {}
