@@ -112,15 +112,16 @@ def test_plane_layout_holds_every_tap_and_the_dropped_columns():
 def test_which_convolutions_the_pass_packs():
     plain = ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1))
     avx2, avx512 = Target(AVX2), Target("c -mcpu=x86-64-v4")
-    assert planes_gemm_kernel(avx2, (56, 56), (1, 64, 56, 56), (3, 3), plain) is not None
-    assert planes_gemm_kernel(avx512, (56, 56), (1, 64, 56, 56), (3, 3), plain) is None  # unmeasured there
-    assert planes_gemm_kernel(Target("c -mcpu=cortex-m4"), (56, 56), (1, 64, 56, 56), (3, 3), plain) is None
+    assert planes_gemm_kernel(avx2, (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), plain) is not None
+    assert planes_gemm_kernel(avx512, (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), plain) is None  # unmeasured there
+    assert planes_gemm_kernel(Target("c -mcpu=cortex-m4"), (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), plain) is None
     grouped = ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1), groups=2)
-    assert planes_gemm_kernel(avx2, (56, 56), (1, 64, 56, 56), (3, 3), grouped) is None
-    assert planes_gemm_kernel(avx2, (56, 56), (1, 8, 56, 56), (3, 3), plain) is None  # too few output channels
-    assert planes_gemm_kernel(avx2, (3, 3), (1, 64, 3, 3), (3, 3), plain) is None  # 3 x 5 positions
+    assert planes_gemm_kernel(avx2, (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), grouped) is None
+    assert planes_gemm_kernel(avx2, (1, 64, 56, 56), (1, 8, 56, 56), (3, 3), plain) is None  # too few output channels
+    assert planes_gemm_kernel(avx2, (1, 64, 3, 3), (1, 64, 3, 3), (3, 3), plain) is None  # 3 x 5 positions
     dilated = ConvAttrs((1, 1), (2, 2, 2, 2), (2, 2))  # its padding is conv_regions' to skip
-    assert planes_gemm_kernel(avx2, (56, 56), (1, 64, 56, 56), (3, 3), dilated) is None
+    assert planes_gemm_kernel(avx2, (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), dilated) is None
+    assert planes_gemm_kernel(avx2, (1, 8192, 14, 14), (1, 64, 14, 14), (3, 3), plain) is None  # 73,728 rows
 
 
 def _packed_call(x_shape, weight, attrs: ConvAttrs, mr=6, nr=16):

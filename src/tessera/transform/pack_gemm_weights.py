@@ -137,7 +137,7 @@ def _planes_conv2d(old: Call, new: Call, target: Target) -> Expr | None:
     if conv is None:
         return None
     x, weight, attrs, x_type, out = conv
-    kernel = planes_gemm_kernel(target, tuple(x_type.shape[2:]), tuple(out.shape), tuple(weight.shape[2:]), attrs)
+    kernel = planes_gemm_kernel(target, tuple(x_type.shape), tuple(out.shape), tuple(weight.shape[2:]), attrs)
     if kernel is None:
         return None
     return conv2d_planes_prepacked(x, Constant(pack_planes_weights(weight, kernel.mr)), channels=weight.shape[0],

@@ -23,6 +23,7 @@ so: for now on AVX2 only, where it was measured.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,6 +50,9 @@ MIN_OUT_CHANNELS = 16  # fewer rows of A leave most of a 6-row micro-panel's loa
 # Zen 3, time against the schedule it replaced: 3x3 convolutions 64->64 at 8x8 0.78, 512->512 at 7x7 0.88,
 # 128->128 at 6x6 (planar) 0.55, 16->32 at 16x16 0.82; 64->64 at 5x5 (35 positions) 1.07, about even
 MIN_POSITIONS = 32
+# the entry keeps a row offset per (input channel, tap) on the stack: at most 256 KiB of it (worker and
+# Python threads have megabytes of stack); deeper reductions keep the planar schedule
+MAX_DEPTH = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -92,16 +96,19 @@ def unpack_planes_weights(packed: np.ndarray, channels: int, in_channels: int,
     return matrix.reshape(channels, in_channels, *kernel_size)
 
 
-def planes_gemm_kernel(target: Target, in_spatial: Sequence[int], out_shape: Sequence[int],
+def planes_gemm_kernel(target: Target, in_shape: Sequence[int], out_shape: Sequence[int],
                        kernel: Sequence[int], attrs: ConvAttrs) -> GemmKernel | None:
     """The microkernel a constant float32 convolution's weight is packed for, or None to leave it to the
-    other schedules: targets other than WORKLOAD_LANES', grouped and 1x1 convolutions (`conv_gemm`'s),
-    fewer than MIN_OUT_CHANNELS output channels or MIN_POSITIONS computed positions."""
+    other schedules: targets other than WORKLOAD_LANES', grouped and dilated convolutions, fewer than
+    MIN_OUT_CHANNELS output channels or MIN_POSITIONS computed positions, more than MAX_DEPTH input channels
+    x taps. (1x1 convolutions the pointwise GEMM forms take are packed by those first.)"""
     lanes = float32_lanes(target) or 0
     if lanes not in WORKLOAD_LANES or attrs.groups != 1 or any(d != 1 for d in attrs.dilation):
         return None  # dilated: the planes would hold all the padding (`conv_regions` skips it)
-    layout = PlaneLayout.of(in_spatial, attrs.strides, attrs.padding)
+    layout = PlaneLayout.of(in_shape[2:], attrs.strides, attrs.padding)
     if out_shape[1] < MIN_OUT_CHANNELS or out_shape[2] * layout.pitch < MIN_POSITIONS:
+        return None
+    if in_shape[1] * math.prod(kernel) > MAX_DEPTH:
         return None
     return default_kernel(DEFAULT_KERNELS_BY_LANES[lanes], out_shape[1])
 
