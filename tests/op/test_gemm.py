@@ -13,7 +13,7 @@ import pytest
 
 import tessera
 from tessera import relay
-from tessera.codegen.c_gemm import HEADERS, entry_source, gemm_source
+from tessera.codegen.c_gemm import C_BLOCK_SOURCE, HEADERS, entry_source, gemm_source
 from tessera.op import elemwise, elemwise_activation, transform
 from tessera.op.nn import matmul
 from tessera.op.nn.gemm import (KC_MAX, KERNELS_BY_LANES, L1_PANEL_BYTES, L2_BLOCK_BYTES, GemmKernel, choose_kernel,
@@ -48,7 +48,7 @@ def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -
     if branch != "plain":
         require_level(BRANCHES[branch])
     entries = "\n".join(entry_source(g, e) for e in (g.symbol, g.prepacked_symbol, g.prepacked_a_symbol))
-    source = "#include <stdint.h>\n" + HEADERS + "\n" + gemm_source(g) + "\n" + entries + WRAPPERS.replace("SYM", g.symbol)
+    source = "#include <stdint.h>\n" + HEADERS + "\n" + C_BLOCK_SOURCE + "\n" + gemm_source(g) + "\n" + entries + WRAPPERS.replace("SYM", g.symbol)
     if openmp:
         source += "void set_threads(int n) { omp_set_num_threads(n); }\n"
     (tmp_path / "gemm.c").write_text(source)

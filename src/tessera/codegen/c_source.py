@@ -35,7 +35,7 @@ from ..op.nn.gemm import GemmKernel
 from ..op.nn.pool_rows import Pool2dKernel
 from .c_gemm import HEADERS as GEMM_HEADERS
 from .c_gemm import HEADERS_KEY as GEMM_HEADERS_KEY
-from .c_gemm import entry_source, gemm_source
+from .c_gemm import C_BLOCK_SOURCE, entry_source, gemm_source
 from .c_helpers import helper_name, helper_source
 from .c_pool import pool2d_source
 from .c_rows import ROW_KERNELS
@@ -208,6 +208,7 @@ class CodeGenC:
         entry `entry` (`kernel.symbol`, or `kernel.prepacked_symbol` / `prepacked_a_symbol` for B / A packed at
         compile time)."""
         self._helpers.setdefault(GEMM_HEADERS_KEY, GEMM_HEADERS)
+        self._helpers.setdefault("ts_sgemm_c_block_bytes", C_BLOCK_SOURCE)
         self._helpers.setdefault(f"{kernel.symbol}_driver", gemm_source(kernel))
         self._helpers.setdefault(entry, entry_source(kernel, entry))
 
