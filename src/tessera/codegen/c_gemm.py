@@ -41,8 +41,9 @@ HEADERS = r"""#if defined(__AVX2__) || defined(__AVX512F__)
 #define TS_GEMM_DRIVER
 #endif"""
 # C's block (its rows x a block of columns, kept in L2 across the K blocks) fills this share of the running
-# CPU's L2, as the C library reports it: a fixed 768 KiB ran 8-13% slower than 384 KiB on ResNet-50 and VGG-19
-# on a Zen 3 (512 KiB L2), where 768 KiB suited a Zen 4 (1 MiB). Where the size is unknown, C_BLOCK_BYTES.
+# CPU's L2, as the C library reports it. On a Zen 3 (512 KiB L2), 384 KiB against the fixed 768 KiB that suited
+# a Zen 4 (1 MiB): ResNet-50 0.87-0.92x the time, VGG-19 0.89x in one A/B run and 1.02x in another, matrix
+# products of 197x768x3072 and 3136x2304x256 0.95x and 0.97x. Where the size is unknown, C_BLOCK_BYTES.
 L2_SHARE = (3, 4)
 C_BLOCK_SOURCE = r"""static inline int64_t ts_sgemm_c_block_bytes(void) {
   static int64_t known;  /* every thread that finds it 0 stores the same value */
