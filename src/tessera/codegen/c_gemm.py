@@ -19,7 +19,10 @@ _ISAS = (
     ("defined(__AVX2__) && defined(__FMA__)", "__m256", 8, "_mm256"),
 )
 
-PARALLEL_WORK = 1 << 21  # multiply-adds worth an OpenMP fork and join (a few microseconds)
+# multiply-adds worth an OpenMP fork and join (a few microseconds with the pool spinning, runtime/openmp_wait.py):
+# 1 << 19 against 1 << 21 at 2 threads on a Zen 3, two A/B runs each: vww_mobilenet 0.87 and 0.90 of the time,
+# ic_resnet8 0.98 and 0.91, kws_ds_cnn 1.02 and 0.99; efficientnet, mobilenet_v2 and gpt2 blocks 0.98-1.01
+PARALLEL_WORK = 1 << 19
 
 HEADERS_KEY = "ts_sgemm_headers"  # the helper name HEADERS is declared under in a unit (row kernels need it too)
 HEADERS = r"""#if defined(__AVX2__) || defined(__AVX512F__)
