@@ -187,7 +187,7 @@ def planes_gemm_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out
 def _plain_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out_shape: tuple[int, ...]) -> te.Tensor:
     """The convolution as a plain reduction reading the weight through its micro-panels (targets without the
     microkernel; the pass packs only for targets with one)."""
-    _, k, mr = wp.shape
+    mr = wp.shape[-1]
     kh, kw = attrs.kernel_size
     (sh, sw), (dh, dw), (top, left) = attrs.strides, attrs.dilation, attrs.padding[:2]
     height, width = data.shape[2:]
