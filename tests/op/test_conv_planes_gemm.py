@@ -122,6 +122,7 @@ def test_which_convolutions_the_pass_packs():
     dilated = ConvAttrs((1, 1), (2, 2, 2, 2), (2, 2))  # its padding is conv_regions' to skip
     assert planes_gemm_kernel(avx2, (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), dilated) is None
     assert planes_gemm_kernel(avx2, (1, 8192, 14, 14), (1, 64, 14, 14), (3, 3), plain) is None  # 73,728 rows
+    assert planes_gemm_kernel(avx2, (1, 512, 2048, 2048), (1, 64, 2048, 2048), (1, 3), plain) is None  # 2**31 floats
 
 
 def _packed_call(x_shape, weight, attrs: ConvAttrs, mr=6, nr=16):

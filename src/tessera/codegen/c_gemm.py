@@ -154,12 +154,12 @@ def driver_source(g: GemmKernel) -> str:
     Threads split the columns of C, one contiguous share of micro-panels each, and run the whole blocked
     product on their share (each packs its own A block): one fork and one join per call, no barrier
     inside, so a thread delayed by a busy core holds up the others only once. A share whose rows of C
-    exceed `ts_sgemm_c_block_bytes()` (L2_SHARE of L2) runs as even blocks of columns, each through every K block while its C is in
-    L2 (A is packed again per block: m x k against m x n x k multiply-adds)."""
+    exceed `ts_sgemm_c_block_bytes()` (L2_SHARE of L2) runs as even blocks of columns, each through every
+    K block while its C is in L2 (A is packed again per block: m x k against m x n x k multiply-adds)."""
     s = g.symbol
-    return f"""TS_GEMM_DRIVER static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp, float* c,
-    int64_t ldc, int64_t j_first, int64_t j_end) {{
+    return f"""TS_GEMM_DRIVER static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
+    int64_t a_cs, const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp,
+    float* c, int64_t ldc, int64_t j_first, int64_t j_end) {{
   enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc} }};
   const int64_t CB = ts_sgemm_c_block_bytes();
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
@@ -186,7 +186,8 @@ def driver_source(g: GemmKernel) -> str:
           const int64_t nv = n - j0 < NR ? n - j0 : NR;
           /* prepacked: micro-panel j0 / NR is k x NR floats, its rows p0.. a contiguous KC x NR block */
           const float* panel = bp ? bp + j0 * k + p0 * NR : pb;
-          if (!bp) {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + j0 * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
+          if (!bp)
+            {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + j0 * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
           for (int64_t ir = 0; ir < mc; ir += MR)
             {s}_tile(kc, apanels + ir * astep, panel, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
         }}
@@ -219,9 +220,10 @@ def entry_source(g: GemmKernel, entry: str) -> str:
     ldc)` packs both operands as it goes; `<symbol>_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc)` reads B
     from micro-panels packed at compile time; `<symbol>_prepacked_a(m, n, k, ap, b, b_rs, b_cs, c, ldc)`
     reads A so (`tessera.op.nn.conv_gemm.pack_a_panels`: a pointwise convolution's weights);
-    `<symbol>_planes(m, n, ap, x, channels, kh, kw, dh, dw, sh, sw, phases_h, phases_w, rows, pitch, c, ldc)` reads A so and B as
-    the implicit im2col matrix of padded stride-phase planes `x` (`tessera.op.nn.conv_planes_gemm`). Each is
-    its own helper, defined only in units that call it (-Wall: no unused statics)."""
+    `<symbol>_planes(m, n, ap, x, channels, kh, kw, dh, dw, sh, sw, phases_h, phases_w, rows, pitch, c, ldc)`
+    reads A so and B as the implicit im2col matrix of padded stride-phase planes `x`
+    (`tessera.op.nn.conv_planes_gemm`). Each is its own helper, defined only in units that call it (-Wall: no
+    unused statics)."""
     if entry == g.prepacked_symbol:
         return f"""static void {entry}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
     int64_t a_cs, const float* bp, float* c, int64_t ldc) {{

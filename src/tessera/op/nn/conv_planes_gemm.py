@@ -101,7 +101,8 @@ def planes_gemm_kernel(target: Target, in_shape: Sequence[int], out_shape: Seque
     """The microkernel a constant float32 convolution's weight is packed for, or None to leave it to the
     other schedules: targets other than WORKLOAD_LANES', grouped and dilated convolutions, fewer than
     MIN_OUT_CHANNELS output channels or MIN_POSITIONS computed positions, more than MAX_DEPTH input channels
-    x taps. (1x1 convolutions the pointwise GEMM forms take are packed by those first.)"""
+    x taps, planes of 2**31 floats or more. (1x1 convolutions the pointwise GEMM forms take are packed by those
+    first.)"""
     lanes = float32_lanes(target) or 0
     if lanes not in WORKLOAD_LANES or attrs.groups != 1 or any(d != 1 for d in attrs.dilation):
         return None  # dilated: the planes would hold all the padding (`conv_regions` skips it)
@@ -110,6 +111,8 @@ def planes_gemm_kernel(target: Target, in_shape: Sequence[int], out_shape: Seque
         return None
     if in_shape[1] * math.prod(kernel) > MAX_DEPTH:
         return None
+    if in_shape[1] * math.prod(attrs.strides) * layout.rows * layout.pitch >= 2**31:
+        return None  # the entry's row offsets are int32
     return default_kernel(DEFAULT_KERNELS_BY_LANES[lanes], out_shape[1])
 
 
