@@ -153,15 +153,20 @@ def _planes(data: te.Tensor, attrs: PlanesGemmAttrs, layout: PlaneLayout) -> te.
     shape = (data.shape[0], data.shape[1], *layout.phases, layout.rows, layout.pitch)
     if isinstance(data.op, te.PlaceholderOp):
         return plane_copy(data, shape, (top, left), (sh, sw), "planes")
-    height, width = data.shape[2:]
 
     def element(n: E.Var, c: E.Var, ph: E.Var, pw: E.Var, r: E.Var, x: E.Var) -> E.PrimExpr:
         h, w = E.sub(E.add(E.mul(r, sh), ph), top), E.sub(E.add(E.mul(x, sw), pw), left)
-        inside = E.logical_and(E.logical_and(E.ge(h, 0), E.lt(h, height)), E.logical_and(E.ge(w, 0), E.lt(w, width)))
-        clamp = lambda i, size: E.minimum(E.maximum(i, 0), size - 1)  # noqa: E731  (read in bounds)
-        return E.select(inside, data[n, c, clamp(h, height), clamp(w, width)], E.const(0.0, data.dtype))
+        return _padded_read(data, n, c, h, w)
 
     return te.compute(shape, element, name="planes")
+
+
+def _padded_read(data: te.Tensor, n: E.PrimExpr, c: E.PrimExpr, h: E.PrimExpr, w: E.PrimExpr) -> E.PrimExpr:
+    """data[n, c, h, w], zero where (h, w) lies outside the image (the index clamped so the read stays in bounds)."""
+    height, width = data.shape[2:]
+    inside = E.logical_and(E.logical_and(E.ge(h, 0), E.lt(h, height)), E.logical_and(E.ge(w, 0), E.lt(w, width)))
+    value = data[n, c, E.minimum(E.maximum(h, 0), height - 1), E.minimum(E.maximum(w, 0), width - 1)]
+    return E.select(inside, value, E.const(0.0, data.dtype))
 
 
 def planes_gemm_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out_shape: tuple[int, ...],
@@ -193,17 +198,14 @@ def _plain_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out_shap
     mr = wp.shape[-1]
     kh, kw = attrs.kernel_size
     (sh, sw), (dh, dw), (top, left) = attrs.strides, attrs.dilation, attrs.padding[:2]
-    height, width = data.shape[2:]
     rc, ry, rx = te.reduce_axis(data.shape[1], "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
 
     def element(n: E.Var, c: E.Var, y: E.Var, x: E.Var) -> E.PrimExpr:
         h = E.sub(E.add(E.mul(y, sh), E.mul(ry.var, dh)), top)
         w = E.sub(E.add(E.mul(x, sw), E.mul(rx.var, dw)), left)
-        inside = E.logical_and(E.logical_and(E.ge(h, 0), E.lt(h, height)), E.logical_and(E.ge(w, 0), E.lt(w, width)))
-        value = data[n, rc.var, E.minimum(E.maximum(h, 0), height - 1), E.minimum(E.maximum(w, 0), width - 1)]
         row = E.add(E.mul(E.add(E.mul(rc.var, kh), ry.var), kw), rx.var)
         weight = wp[E.floordiv(c, mr), row, E.floormod(c, mr)]
-        return te.sum(E.mul(E.select(inside, value, E.const(0.0, data.dtype)), weight), [rc, ry, rx])
+        return te.sum(E.mul(_padded_read(data, n, rc.var, h, w), weight), [rc, ry, rx])
 
     return te.compute(out_shape, element, name="conv2d")
 
