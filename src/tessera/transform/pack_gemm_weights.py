@@ -34,8 +34,8 @@ import numpy as np
 from ..op.elemwise import multiply
 from ..op.nn.conv import ConvAttrs, conv2d
 from ..op.nn.conv_blocked import blocked_block, conv2d_blocked, pack_blocked_weights
-from ..op.nn.conv_planes_gemm import conv2d_planes_prepacked, pack_planes_weights, planes_gemm_kernel
 from ..op.nn.conv_gemm import is_pointwise, pack_pointwise_weights, prepacked_pointwise_plan
+from ..op.nn.conv_planes_gemm import conv2d_planes_prepacked, pack_planes_weights, planes_gemm_kernel
 from ..op.nn.conv_prepacked import conv2d_pointwise_prepacked, conv2d_pointwise_transposed
 from ..op.nn.conv_schedule import ConvGeometry
 from ..op.nn.gemm import pack_b_panels, prepacked_panel_width
