@@ -96,3 +96,54 @@ def test_one_and_two_threads_give_the_same_bits(target):
     one, two = (tessera.GraphModule(lib, num_threads=n)(x)[0] for n in (1, 2))
     # static partitioning: every element is computed by the same code whichever thread runs it
     assert np.array_equal(one, two)
+
+
+# runs the model at two threads until a run starts and ends on the same CPU, then prints that CPU, the
+# caller's affinity and that of each thread the runs created (the OpenMP pool's)
+PLACEMENT = """
+import ctypes, json, os, sys
+import numpy as np, tessera
+gm = tessera.GraphModule(tessera.load_module(sys.argv[1]), num_threads=2, adaptive_threads=False)
+x, libc = np.zeros((2, 16, 32, 32), np.float32), ctypes.CDLL(None)
+before = set(os.listdir("/proc/self/task"))
+for _ in range(50):
+    cpu = libc.sched_getcpu()
+    gm(x)
+    if libc.sched_getcpu() == cpu:
+        break
+pool = sorted(set(os.listdir("/proc/self/task")) - before)
+print(json.dumps([cpu, sorted(os.sched_getaffinity(0)), [sorted(os.sched_getaffinity(int(t))) for t in pool]]))
+"""
+
+
+@pytest.fixture(scope="module")
+def exported_conv_model(tmp_path_factory) -> Path:
+    mod, params = from_onnx(_conv_model())
+    return tessera.build(mod, target="c", params=params).export_library(tmp_path_factory.mktemp("placed") / "m.tar")
+
+
+def _placement(path: Path, **env: str) -> tuple[int, list[int], list[list[int]]]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+    clean.update(PYTHONPATH=SRC, **env)
+    done = subprocess.run([sys.executable, "-c", PLACEMENT, str(path)], env=clean, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    cpu, caller, pool = json.loads(done.stdout.strip().splitlines()[-1])
+    return cpu, caller, pool
+
+
+@pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
+                    reason="thread placement is Linux-only and needs two CPUs")
+def test_the_pools_other_thread_is_bound_off_the_callers_cpu(exported_conv_model):
+    cpu, caller, pool = _placement(exported_conv_model)
+    assert caller == sorted(os.sched_getaffinity(0))  # the caller itself is never bound
+    assert len(pool) == 1  # two threads: the caller and one of the pool's
+    (bound,) = pool
+    assert len(bound) == 1 and bound[0] != cpu and bound[0] in caller
+
+
+@pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
+                    reason="thread placement is Linux-only and needs two CPUs")
+def test_a_user_who_sets_omp_proc_bind_places_the_threads(exported_conv_model):
+    _, caller, pool = _placement(exported_conv_model, OMP_PROC_BIND="false")
+    assert pool == [caller]  # left where libgomp put it: anywhere the caller may run

@@ -15,10 +15,12 @@ Kernels of host builds run their parallel loops on OpenMP threads:
 `num_threads` (or the TESSERA_NUM_THREADS environment variable) sets how
 many for this module's runs; by default OpenMP decides (OMP_NUM_THREADS, else
 one per core). OpenMP keeps that setting per calling thread, so every run
-sets it again in the thread it runs on. With more than one thread, a run
-uses all of them or one, whichever recent runs found faster (other processes
-busy on the cores make the threads take turns on one: thread_choice.py);
-`adaptive_threads=False` always uses all.
+sets it again in the thread it runs on, and on Linux binds the pool's other
+threads each to a CPU other than the caller's (unless OMP_PROC_BIND,
+OMP_PLACES or GOMP_CPU_AFFINITY is set; crt/src/threads.c says why). With
+more than one thread, a run uses all of them or one, whichever recent runs
+found faster (other processes busy on the cores make the threads take turns
+on one: thread_choice.py); `adaptive_threads=False` always uses all.
 """
 
 from __future__ import annotations
