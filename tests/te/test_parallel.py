@@ -10,7 +10,8 @@ from tessera import relay, te
 from tessera.op import elemwise as ew
 from tessera.op.nn import conv
 from tessera.op.nn.conv import ConvAttrs, conv_reference
-from tessera.te.parallel import PARALLEL_MIN_EXTENT, PARALLEL_MIN_WORK, stage_work
+from tessera.op.nn.matmul import matmul
+from tessera.te.parallel import MIN_PART_ROWS, PARALLEL_MIN_EXTENT, PARALLEL_MIN_WORK, ROW_PARTS, stage_work
 from tessera.tir import expr as E
 from tessera.tir import stmt as S
 
@@ -105,3 +106,37 @@ def test_parallel_stages_compute_the_bits_of_one_thread(threads):
     assert np.array_equal(one, many)  # static partitioning: each element computed by the same code
     expected = np.maximum(conv_reference([x, w], ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1), channels)), 0)
     np.testing.assert_allclose(one, expected, rtol=1e-5, atol=1e-5)
+
+
+def _dense_row(length: int, cols: int) -> tuple[relay.IRModule, np.ndarray, np.ndarray, np.ndarray]:
+    """A dense layer on one row, with bias and ReLU: x (1, length) . w (length, cols) + b."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((length, cols)).astype(np.float32)
+    b = rng.standard_normal(cols).astype(np.float32)
+    x = relay.Var("x", relay.TensorType((1, length), "float32"))
+    y = ew.relu(ew.add(matmul(x, relay.const(w)), relay.const(b)))
+    data = rng.standard_normal((1, length)).astype(np.float32)
+    return relay.IRModule.from_expr(relay.Function((x,), y)), data, w, b
+
+
+@pytest.mark.parametrize("length", [ROW_PARTS * 2 * 64, ROW_PARTS * 64 + 3])  # paired rows; ragged parts
+def test_a_dense_layer_on_one_row_runs_as_row_parts_on_all_threads(length):
+    cols = PARALLEL_MIN_WORK // 64 // 2 + 5  # work = length x cols >= PARALLEL_MIN_WORK
+    mod, x, w, b = _dense_row(length, cols)
+    lib = tessera.build(mod)
+    source = "\n".join(lib.c_sources.values())
+    assert f"_parts[{ROW_PARTS * cols}]" in source  # the partial results, one row per part
+    loops = [line.strip() for line in source.splitlines()]
+    at = loops.index("TS_PARALLEL_FOR")
+    assert loops[at + 1].endswith(f"< {ROW_PARTS}; ++rk_part) {{")  # the parts are what the threads share
+    one = tessera.GraphModule(lib, num_threads=1, adaptive_threads=False)(x)[0]
+    two = tessera.GraphModule(lib, num_threads=2, adaptive_threads=False)(x)[0]
+    assert np.array_equal(one, two)  # the parts and their combination do not depend on the thread count
+    expected = np.maximum(x.astype(np.float64) @ w + b, 0)
+    np.testing.assert_allclose(one[0], expected[0], rtol=1e-4, atol=1e-3)
+
+
+def test_a_dense_layer_on_one_row_keeps_one_loop_below_the_parallel_work():
+    mod, x, w, b = _dense_row(ROW_PARTS * MIN_PART_ROWS, 16)  # 2 K multiply-adds
+    source = "\n".join(tessera.build(mod).c_sources.values())
+    assert "_parts[" not in source and "TS_PARALLEL_FOR" not in [line.strip() for line in source.splitlines()]

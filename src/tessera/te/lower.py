@@ -44,11 +44,12 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer, Scope
 from ..tir.clamp_select import single_compare_clamps
-from ..tir.functor import map_expr, substitute, walk_expr
+from ..tir.functor import map_expr, substitute, substitute_stmt, walk_expr
 from ..tir.simplify import simplify_index
 from .extern import ExternOp, loop_nest
 from .loop_shapes import merge_contiguous_axes, split_innermost
-from .parallel import PARALLEL_MIN_WORK, parallel_outer, stage_work
+from .parallel import (MAX_PARTIAL_BYTES, MIN_PART_ROWS, PARALLEL_MIN_WORK, ROW_PARTS, parallel_outer,
+                       stage_work)
 from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor, producer_of
 
 Stage = ComputeOp | ExternOp
@@ -405,14 +406,65 @@ class _Lowering:
         elif op.register_tile and math.prod(a.extent for a in inner_spatial) <= LOCAL_TILE_ELEMENTS:
             core = self._accumulate_tile(op, reduce, source, inner, inner_spatial, buf, index)
         else:
-            init = loop_nest(inner_spatial, S.BufferStore(buf, _init_value(reduce), index))
+            init_store = S.BufferStore(buf, _init_value(reduce), index)
             acc = E.BufferLoad(buf, index, buf.dtype)
-            update = loop_nest(inner, S.BufferStore(buf, _combine(reduce, acc, source), index))
-            core = S.seq(init, update)
+            update_store = S.BufferStore(buf, _combine(reduce, acc, source), index)
+            epilogue = self.epilogue_of.get(id(op))
+            tail = self._epilogue_store(epilogue, op) if epilogue is not None and id(op) not in self.converted \
+                else None
+            if not any(a.extent > 1 for a in outer) and self._splits_rows(inner, buf, work):
+                return loop_nest(outer, self._row_parts(op, reduce, source, inner, buf, index, tail))
+            core = S.seq(loop_nest(inner_spatial, init_store), loop_nest(inner, update_store))
+            if tail is not None:
+                core = S.seq(core, loop_nest(inner_spatial, tail))
+            return parallel_outer(loop_nest(outer, core), work)
         epilogue = self.epilogue_of.get(id(op))
         if epilogue is not None and id(op) not in self.converted:
             core = S.seq(core, self._emit_epilogue(epilogue, op, inner_spatial))
         return parallel_outer(loop_nest(outer, core), work)
+
+    @staticmethod
+    def _splits_rows(inner: list[IterVar], buf: Buffer, work: int) -> bool:
+        """Whether a reduction whose loops are `inner` (no spatial loop outside them) runs as row parts
+        (parallel.py's ROW_PARTS): reduce axes, then its one column axis, big enough for threads."""
+        if work < PARALLEL_MIN_WORK or len(inner) < 2 or inner[-1].kind is not IterKind.SPATIAL:
+            return False
+        if any(a.kind is not IterKind.REDUCE for a in inner[:-1]):
+            return False
+        partial_bytes = ROW_PARTS * inner[-1].extent * dt.info(buf.dtype).nbytes
+        return inner[0].extent >= ROW_PARTS * MIN_PART_ROWS and partial_bytes <= MAX_PARTIAL_BYTES
+
+    def _row_parts(self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr, inner: list[IterVar], buf: Buffer,
+                   index: tuple[E.Var, ...], tail: S.Stmt | None) -> S.Stmt:
+        """The reduction over `inner` (reduce axes, then the column axis) as ROW_PARTS parts of its
+        outermost reduce axis on all threads, each into its row of partial results, which are then
+        combined column by column in part order: the same sums at any thread count."""
+        rows, column = inner[0], inner[-1]
+        partial = Buffer(f"{op.name}_parts", (ROW_PARTS, column.extent), buf.dtype, Scope.LOCAL)
+        part = E.Var(f"{rows.name}_part", "int32")
+        per_part = -(-rows.extent // ROW_PARTS)
+        first = E.mul(part, E.IntImm(per_part))
+        row = E.Var(rows.name, rows.var.dtype)
+        at = (part, column.var)
+        mine = E.BufferLoad(partial, at, partial.dtype)
+        if len(inner) == 2 and rows.extent % (2 * ROW_PARTS) == 0:
+            # two rows per pass over the partial row, as gcc does for the serial loop (it does not in the
+            # OpenMP function, where it cannot tell the partial row from the weight): half the loads and stores
+            pair = [substitute(source, {rows.var: E.add(first, E.add(E.mul(row, E.IntImm(2)), E.IntImm(k)))})
+                    for k in (0, 1)]
+            update = loop_nest([column], S.BufferStore(partial, _combine(reduce, _combine(reduce, mine, pair[0]),
+                                                                          pair[1]), at))
+            rows_loop = S.For(row, E.IntImm(per_part // 2), update)
+        else:
+            count = E.minimum(E.IntImm(per_part), E.sub(E.IntImm(rows.extent), first))
+            update = loop_nest(inner[1:], S.BufferStore(partial, _combine(reduce, mine, source), at))
+            rows_loop = S.For(row, count, substitute_stmt(update, {rows.var: E.add(first, row)}))
+        parts = S.For(part, E.IntImm(ROW_PARTS), S.seq(
+            loop_nest([column], S.BufferStore(partial, _init_value(reduce), at)), rows_loop), S.ForKind.PARALLEL)
+        acc = E.BufferLoad(buf, index, buf.dtype)
+        combine = S.For(part, E.IntImm(ROW_PARTS), S.BufferStore(buf, _combine(reduce, acc, mine), index))
+        per_column = S.seq(S.BufferStore(buf, _init_value(reduce), index), combine, *([tail] if tail else []))
+        return S.Allocate(partial, S.seq(parts, loop_nest([column], per_column)))
 
     def _accumulate_locally(
         self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr,
@@ -526,11 +578,14 @@ class _Lowering:
 
     def _emit_epilogue(self, user: ComputeOp, producer: ComputeOp, inner_spatial: list[IterVar]) -> S.Stmt:
         """The output stage, on the producer's loop variables."""
+        return loop_nest(inner_spatial, self._epilogue_store(user, producer))
+
+    def _epilogue_store(self, user: ComputeOp, producer: ComputeOp) -> S.BufferStore:
+        """The output stage's store of one element, on the producer's loop variables."""
         mapping = {u.var: p.var for u, p in zip(user.axes, producer.axes)}
         value = self._simplified(producer, substitute(self.expand(user.body), mapping))
         index = tuple(a.var for a in producer.axes)
-        store = S.BufferStore(self.buffers[id(user)], value, index)
-        return loop_nest(inner_spatial, store)
+        return S.BufferStore(self.buffers[id(user)], value, index)
 
 
 def _is_own_index(indices: tuple[E.PrimExpr, ...], axes: tuple[IterVar, ...]) -> bool:

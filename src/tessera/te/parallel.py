@@ -36,6 +36,16 @@ PARALLEL_MIN_WORK = 1 << 16
 PARALLEL_MIN_EXTENT = 8
 
 
+# A reduction with no spatial loop outside it and its one column loop innermost (a dense layer on one row:
+# AlexNet's classifier, 1 x 9216 by 9216 x 4096) is memory-bound: it streams its weight once. It runs as
+# ROW_PARTS parts of its reduction, each part's rows on one thread into a row of partial results, then the
+# partial results are combined: each thread streams a contiguous run of the weight. (Blocks of columns on
+# the threads instead read a short run of every row, and made AlexNet 1.23x slower at two threads.)
+ROW_PARTS = 8
+MIN_PART_ROWS = 8  # rows of the reduction per part, at least
+MAX_PARTIAL_BYTES = 256 * 1024  # the partial results live on the calling thread's stack
+
+
 def stage_work(op: ComputeOp) -> int:
     """The loop iterations of `op`, its reduction's included (see the module doc)."""
     return math.prod(a.extent for a in (*op.axes, *op.reduce_axes))
