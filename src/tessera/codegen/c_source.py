@@ -46,7 +46,6 @@ from .names import Namespace, is_c_identifier
 EXPORT_MACRO = "TS_EXPORT"
 # PrimFunc attribute: gcc optimize options for this one kernel (a tuned choice, backend/kernel_flags.py)
 OPTIMIZE_ATTR = "c.optimize"
-ALIGNED_LOCAL_BYTES = 4096  # local arrays this big or bigger are declared 64-byte aligned
 # Parallel loops run on OpenMP threads where the C compiler has -fopenmp (host
 # builds); elsewhere (Cortex-M) the same source compiles to plain loops.
 PARALLEL_FOR, PARALLEL_FOR_2 = "TS_PARALLEL_FOR", "TS_PARALLEL_FOR_2"
@@ -369,10 +368,7 @@ class _FunctionWriter:
             self.stmt(s.body)
             return
         if buf.scope is Scope.LOCAL:
-            # big arrays start on a cache line: a vector loop over a misaligned one splits every other
-            # access across two lines (a dense layer's row parts on the stack: 1.26x the time)
-            align = " __attribute__((aligned(64)))" if buf.nbytes >= ALIGNED_LOCAL_BYTES else ""
-            self.emit(f"{c} {name}[{buf.size}]{align};")
+            self.emit(f"{c} {name}[{buf.size}];")
             self.stmt(s.body)
             return
         self.gen.note_workspace()
