@@ -70,7 +70,7 @@ MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS, ASPP_NAME, *e
           convnext.CONVNEXT_NAME)
 ROUNDS = 2  # alternating rounds per runner; the smaller median counts
 # seconds between two runners' blocks: the pool threads of the one before stop spinning (onnxruntime's
-# spin a while after a run, and slowed tessera's first two-thread runs of ic_resnet8 to 1.7 ms from 0.17)
+# spin a while after a run)
 SETTLE = 0.05
 NAME_WIDTH = max(map(len, MODELS))  # of the model column
 

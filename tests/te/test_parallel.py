@@ -136,7 +136,12 @@ def test_a_dense_layer_on_one_row_runs_as_row_parts_on_all_threads(length):
     np.testing.assert_allclose(one[0], expected[0], rtol=1e-4, atol=1e-3)
 
 
-def test_a_dense_layer_on_one_row_keeps_one_loop_below_the_parallel_work():
-    mod, x, w, b = _dense_row(ROW_PARTS * MIN_PART_ROWS, 16)  # 2 K multiply-adds
-    source = "\n".join(tessera.build(mod).c_sources.values())
+@pytest.mark.parametrize(("length", "target"), [(ROW_PARTS * MIN_PART_ROWS, "c"),  # 2 K multiply-adds
+                                                 (ROW_PARTS * 2 * 64, "c -mcpu=cortex-m4")])  # no threads
+def test_a_dense_layer_on_one_row_keeps_one_loop_when_parts_would_not_pay(length, target):
+    mod, x, w, b = _dense_row(length, 16 if target == "c" else PARALLEL_MIN_WORK // 64 // 2 + 5)
+    if target == "c":
+        source = "\n".join(tessera.build(mod).c_sources.values())
+    else:  # a microcontroller's build is standalone C for the AOT executor
+        source = "\n".join(f.text for f in tessera.build(mod, target=target, executor="aot").kernel_sources)
     assert "_parts[" not in source and "TS_PARALLEL_FOR" not in [line.strip() for line in source.splitlines()]

@@ -21,10 +21,11 @@ machine, DenseNet-121's one-thread runs take 28 ms more than its two-thread
 ones: one in 40 runs tries one thread). But at least one run in
 EXPLORE_RAREST tries it, since a count stands for its fastest recent run and
 the other count's runs may all have been slowed by a passing load: right
-after an onnxruntime session's runs (its pool spins a while), ic_resnet8's
-first two-thread runs took 1.7 ms against 0.26 ms at one thread, and runs
-stayed on one thread until a try found 0.17 ms, 256 runs later at a limit
-of 256.
+after an onnxruntime session's runs, ic_resnet8's first two-thread runs
+took 1.7 ms against 0.26 ms at one thread, and runs stayed on one thread
+until a try found 0.17 ms, 256 runs later at a limit of 256. (Runs that
+slow turned out to come without onnxruntime too, from the pool thread woken
+onto the caller's CPU; runs now bind it elsewhere, crt/src/threads.c.)
 
 A count stands for the fastest of its recent runs, not their median: other
 processes only ever add time to a run, and they come and go between a

@@ -412,7 +412,7 @@ class _Lowering:
             epilogue = self.epilogue_of.get(id(op))
             tail = self._epilogue_store(epilogue, op) if epilogue is not None and id(op) not in self.converted \
                 else None
-            if not any(a.extent > 1 for a in outer) and self._splits_rows(inner, buf, work):
+            if op.row_parts and not any(a.extent > 1 for a in outer) and self._splits_rows(inner, buf, work):
                 return loop_nest(outer, self._row_parts(op, reduce, source, inner, buf, index, tail))
             core = S.seq(loop_nest(inner_spatial, init_store), loop_nest(inner, update_store))
             if tail is not None:

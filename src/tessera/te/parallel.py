@@ -37,7 +37,8 @@ PARALLEL_MIN_EXTENT = 8
 
 
 # A reduction with no spatial loop outside it and its one column loop innermost (a dense layer on one row:
-# AlexNet's classifier, 1 x 9216 by 9216 x 4096) is memory-bound: it streams its weight once. It runs as
+# AlexNet's classifier, 1 x 9216 by 9216 x 4096) is memory-bound: it streams its weight once. Where its
+# compute asks (`row_parts`: nn.matmul on host targets; a microcontroller has no threads nor stack), it runs as
 # ROW_PARTS parts of its reduction, each part's rows on one thread into a row of partial results, then the
 # partial results are combined: each thread streams a contiguous run of the weight. (Blocks of columns on
 # the threads instead read a short run of every row, and made AlexNet 1.23x slower at two threads.)

@@ -93,6 +93,7 @@ class ComputeOp:
     checks: tuple[Check, ...] = ()  # conditions on the operands, tested before computing
     split_bounds: bool = False  # split the innermost loop where a guarded select's bounds tests change
     partial_sums: int = 0  # a sum's innermost reduce loop keeps this many partial sums (vector lanes)
+    row_parts: bool = False  # with no spatial loop outside the reduction: its rows in parts on all threads
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -179,6 +180,7 @@ def compute(
     checks: Sequence[Check] = (),
     split_bounds: bool = False,
     partial_sums: int = 0,
+    row_parts: bool = False,
 ) -> Tensor:
     """A tensor whose element at index `i` is `fcompute(*i)`.
 
@@ -195,7 +197,12 @@ def compute(
     lane, and adds them up at the end. gcc may not reassociate float
     additions, so a single accumulator is a chain of dependent adds, one
     element per add's latency; the partial sums are a vector's lanes. The
-    order of the additions changes, so the rounding does.
+    order of the additions changes, so the rounding does. `row_parts`: a
+    reduction with no spatial loop outside it and its one spatial loop
+    innermost (a dense layer on one row) runs its outermost reduce loop in
+    parts on all threads, each into a row of partial results on the stack,
+    then combines them (te/parallel.py's ROW_PARTS); for targets with
+    threads only. The rounding changes likewise, not with the thread count.
     """
     names = list(axis_names) if axis_names is not None else [f"i{k}" for k in range(len(shape))]
     if len(names) != len(shape):
@@ -214,7 +221,7 @@ def compute(
         if set(order) != known or len(order) != len(known):
             raise ValueError(f"loop_order {order} must list exactly the axes {sorted(known)}")
     return Tensor(ComputeOp(name, axes, body, order, materialize, register_tile, tuple(unroll), tuple(checks),
-                            split_bounds, partial_sums))
+                            split_bounds, partial_sums, row_parts))
 
 
 def check(shape: Sequence[int], fcond: Callable[..., E.ExprLike], status: int, name: str = "c") -> Check:

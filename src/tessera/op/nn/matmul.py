@@ -20,6 +20,7 @@ import numpy as np
 from ... import te
 from ...errors import TypeInferenceError
 from ...relay.ty import TensorType, Type
+from ...target.simd import host_arch
 from ...te.lower import LOCAL_TILE_ELEMENTS
 from ...tir import expr as E
 from .._util import as_tensor, broadcast_indices, broadcast_shapes, same_dtype
@@ -152,7 +153,9 @@ def _matmul_compute(inputs: list[te.Tensor], attrs: object, out: TensorType, sch
         order = names + ["rk"]
     else:
         order = names[:-1] + ["rk", names[-1]]
-    return te.compute(out.shape, element, name="matmul", axis_names=names, loop_order=order)
+    # a product on one row streams its weight: in parts on the threads of a host (no stack to spare on an MCU)
+    return te.compute(out.shape, element, name="matmul", axis_names=names, loop_order=order,
+                      row_parts=host_arch(sched.target) is not None)
 
 
 def _matmul_ref(args: list[np.ndarray], attrs: object) -> np.ndarray:
