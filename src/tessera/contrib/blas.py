@@ -40,7 +40,7 @@ from ..target.hooks import RELAY_TO_TIR, TIR_TO_RUNTIME
 from ..target.kind import TargetKind
 from ..target.tags import register_tag
 from ..target.target import Target
-from ..te.parallel import PARALLEL_MIN_WORK
+from ..te.parallel import PARALLEL_MIN_WORK, runs_in_row_parts
 from ..tir import expr as E
 from ..tir import stmt as S
 
@@ -121,7 +121,11 @@ def _matmul_ok(m: Match) -> bool | Refused:
     a, b = (x.tensor_type for x in m.call(MATMUL).args)
     if not (a.ndim >= 2 and b.ndim >= 2 and _tail_fits(m, MATMUL)):
         return False
-    return _big_enough(a.shape[-2] * a.shape[-1] * b.shape[-1], False)
+    (rows, k), n = a.shape[-2:], b.shape[-1]
+    if rows == 1 and math.prod((*a.shape[:-2], *b.shape[:-2])) == 1 and runs_in_row_parts(k, n, 4, k * n):
+        # OpenBLAS's sgemv runs on the calling thread; the host's row parts on all of them (te/parallel.py)
+        return Refused(f"a one-row product of {k} x {n}: the host's C splits its rows among the threads")
+    return _big_enough(rows * k * n, False)
 
 
 CONV_ENTRY = PatternEntry("blas.conv2d", CONV_PATTERN, _conv_ok)

@@ -48,8 +48,7 @@ from ..tir.functor import map_expr, substitute, substitute_stmt, walk_expr
 from ..tir.simplify import simplify_index
 from .extern import ExternOp, loop_nest
 from .loop_shapes import merge_contiguous_axes, split_innermost
-from .parallel import (MAX_PARTIAL_BYTES, MIN_PART_ROWS, PARALLEL_MIN_WORK, ROW_PARTS, parallel_outer,
-                       stage_work)
+from .parallel import PARALLEL_MIN_WORK, ROW_PARTS, parallel_outer, runs_in_row_parts, stage_work
 from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor, producer_of
 
 Stage = ComputeOp | ExternOp
@@ -427,12 +426,11 @@ class _Lowering:
     def _splits_rows(inner: list[IterVar], buf: Buffer, work: int) -> bool:
         """Whether a reduction whose loops are `inner` (no spatial loop outside them) runs as row parts
         (parallel.py's ROW_PARTS): reduce axes, then its one column axis, big enough for threads."""
-        if work < PARALLEL_MIN_WORK or len(inner) < 2 or inner[-1].kind is not IterKind.SPATIAL:
+        if len(inner) < 2 or inner[-1].kind is not IterKind.SPATIAL:
             return False
         if any(a.kind is not IterKind.REDUCE for a in inner[:-1]):
             return False
-        partial_bytes = ROW_PARTS * inner[-1].extent * dt.info(buf.dtype).nbytes
-        return inner[0].extent >= ROW_PARTS * MIN_PART_ROWS and partial_bytes <= MAX_PARTIAL_BYTES
+        return runs_in_row_parts(inner[0].extent, inner[-1].extent, dt.info(buf.dtype).nbytes, work)
 
     def _row_parts(self, op: ComputeOp, reduce: Reduce, source: E.PrimExpr, inner: list[IterVar], buf: Buffer,
                    index: tuple[E.Var, ...], tail: S.Stmt | None) -> S.Stmt:

@@ -47,6 +47,14 @@ MIN_PART_ROWS = 8  # rows of the reduction per part, at least
 MAX_PARTIAL_BYTES = 256 * 1024  # the partial results live on the calling thread's stack
 
 
+def runs_in_row_parts(rows: int, columns: int, itemsize: int, work: int) -> bool:
+    """Whether a reduction of `rows` (its outermost reduce axis) into `columns` results of `itemsize` bytes,
+    `work` iterations in all, is worth ROW_PARTS parts: enough work for threads, rows for every part, and
+    partial results that fit MAX_PARTIAL_BYTES."""
+    return (work >= PARALLEL_MIN_WORK and rows >= ROW_PARTS * MIN_PART_ROWS
+            and ROW_PARTS * columns * itemsize <= MAX_PARTIAL_BYTES)
+
+
 def stage_work(op: ComputeOp) -> int:
     """The loop iterations of `op`, its reduction's included (see the module doc)."""
     return math.prod(a.extent for a in (*op.axes, *op.reduce_axes))
