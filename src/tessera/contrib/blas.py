@@ -123,8 +123,9 @@ def _matmul_ok(m: Match) -> bool | Refused:
         return False
     (rows, k), n = a.shape[-2:], b.shape[-1]
     if rows == 1 and math.prod((*a.shape[:-2], *b.shape[:-2])) == 1 and runs_in_row_parts(k, n, 4, k * n):
-        # OpenBLAS's sgemv runs on the calling thread; the host's row parts on all of them (te/parallel.py)
-        return Refused(f"a one-row product of {k} x {n}: the host's C splits its rows among the threads")
+        # OpenBLAS's sgemv runs on the calling thread; the host's row parts (te/parallel.py) or, on AVX-512,
+        # its few-row GEMM on all of them
+        return Refused(f"a one-row product of {k} x {n}: the host's C runs it on all threads, sgemv on one")
     return _big_enough(rows * k * n, False)
 
 
