@@ -98,12 +98,12 @@ def test_one_and_two_threads_give_the_same_bits(target):
     assert np.array_equal(one, two)
 
 
-# runs the model at two threads until a run starts and ends on the same CPU, then prints that CPU, the
+# runs the model at argv[2] threads until a run starts and ends on the same CPU, then prints that CPU, the
 # caller's affinity and that of each thread the runs created (the OpenMP pool's)
 PLACEMENT = """
 import ctypes, json, os, sys
 import numpy as np, tessera
-gm = tessera.GraphModule(tessera.load_module(sys.argv[1]), num_threads=2, adaptive_threads=False)
+gm = tessera.GraphModule(tessera.load_module(sys.argv[1]), num_threads=int(sys.argv[2]), adaptive_threads=False)
 x, libc = np.zeros((2, 16, 32, 32), np.float32), ctypes.CDLL(None)
 before = set(os.listdir("/proc/self/task"))
 for _ in range(50):
@@ -122,11 +122,11 @@ def exported_conv_model(tmp_path_factory) -> Path:
     return tessera.build(mod, target="c", params=params).export_library(tmp_path_factory.mktemp("placed") / "m.tar")
 
 
-def _placement(path: Path, **env: str) -> tuple[int, list[int], list[list[int]]]:
+def _placement(path: Path, threads: int = 2, **env: str) -> tuple[int, list[int], list[list[int]]]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
     clean.update(PYTHONPATH=SRC, **env)
-    done = subprocess.run([sys.executable, "-c", PLACEMENT, str(path)], env=clean, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", PLACEMENT, str(path), str(threads)], env=clean, capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     cpu, caller, pool = json.loads(done.stdout.strip().splitlines()[-1])
     return cpu, caller, pool
@@ -140,6 +140,16 @@ def test_the_pools_other_thread_is_bound_off_the_callers_cpu(exported_conv_model
     assert len(pool) == 1  # two threads: the caller and one of the pool's
     (bound,) = pool
     assert len(bound) == 1 and bound[0] != cpu and bound[0] in caller
+
+
+@pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,
+                    reason="thread placement is Linux-only and needs two CPUs")
+def test_more_threads_than_cpus_take_the_callers_cpu_last(exported_conv_model):
+    cpus = sorted(os.sched_getaffinity(0))
+    cpu, caller, pool = _placement(exported_conv_model, threads=len(cpus) + 1)
+    assert caller == cpus and all(len(bound) == 1 for bound in pool)
+    after = [c for c in cpus if c > cpu] + [c for c in cpus if c < cpu] + [cpu]  # the order of the binding
+    assert sorted(bound[0] for bound in pool) == sorted(after)  # one thread per CPU, the caller's own included
 
 
 @pytest.mark.skipif(sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2,

@@ -3,21 +3,21 @@
  * the pool's threads run.
  *
  * Placement (Linux). Left to the scheduler, a pool thread that went to
- * sleep between parallel loops is woken onto the CPU of the thread that
- * wakes it when the kernel thinks its own CPU is busy, which it does on
- * virtual machines whose idle vCPUs report as preempted. The two threads
- * then take turns on one CPU, the one spinning at a barrier holding it
- * while the other waits: on a 2-vCPU AMD EPYC (Zen 3) VM, ic_resnet8 ran
- * in 1.7-2.0 ms at two threads against 0.45 ms at one, for seconds at a
- * time, whenever the caller had slept between runs (onnxruntime at two
- * threads: 0.3 ms). So before a run at more than one thread, each pool
- * thread but the caller is bound to one CPU of the caller's affinity mask
- * other than the one the caller runs on, taken in order from that one
- * (processes whose callers run on different CPUs spread out). The caller
- * itself is never bound. The binding is redone only when the caller's CPU
- * or the count changed since its last run: one sched_getcpu per run
- * otherwise. Users who set OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY
- * decide placement themselves, and nothing is bound. */
+ * sleep between parallel loops can be woken onto the CPU of the thread that
+ * wakes it. On a 2-vCPU AMD EPYC (Zen 3) VM it was, whenever the caller had
+ * slept between runs (probably because the idle vCPU counts as preempted):
+ * the two threads then took turns on one CPU, the one spinning at a barrier
+ * holding it while the other waited, and ic_resnet8 ran in 1.7-2.0 ms at
+ * two threads against 0.45 ms at one, for seconds at a time (onnxruntime at
+ * two threads: 0.3 ms). So before a run at more than one thread, each pool
+ * thread but the caller is bound to one CPU of the caller's affinity mask:
+ * the CPUs after the caller's, in order (processes whose callers run on
+ * different CPUs spread out), then the caller's own when there are more
+ * threads than CPUs, and round again. The caller itself is never bound.
+ * The binding is redone only when the caller's CPU or the count changed
+ * since its last run: one sched_getcpu per run otherwise. Users who set
+ * OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY decide placement
+ * themselves, and nothing is bound. */
 #if defined(__linux__)
 #define _GNU_SOURCE
 #include <sched.h>
@@ -51,19 +51,19 @@ static void ts_place_pool(int32_t threads) {
   ts_placed_threads = threads;
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  int others[CPU_SETSIZE], count = 0;
-  for (int step = 1; step < CPU_SETSIZE; ++step) {
+  int order[CPU_SETSIZE], count = 0; /* the allowed CPUs after the caller's, the caller's own last */
+  for (int step = 1; step <= CPU_SETSIZE; ++step) {
     const int cpu = (caller + step) % CPU_SETSIZE;
-    if (CPU_ISSET(cpu, &allowed)) others[count++] = cpu;
+    if (CPU_ISSET(cpu, &allowed)) order[count++] = cpu;
   }
-  if (count == 0) return; /* the caller may run on one CPU only: nowhere else to put the others */
+  if (count <= 1) return; /* the caller may run on one CPU only: nowhere else to put the others */
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
     if (t > 0) {
       cpu_set_t one;
       CPU_ZERO(&one);
-      CPU_SET(others[(t - 1) % count], &one);
+      CPU_SET(order[(t - 1) % count], &one);
       (void)sched_setaffinity(0, sizeof one, &one); /* a refusal leaves the thread where it was */
     }
   }
