@@ -398,28 +398,23 @@ class _Lowering:
         outer, inner = order[:first_reduce], order[first_reduce:]
         inner_spatial = [a for a in inner if a.kind is IterKind.SPATIAL]
         source = self._simplified(op, self.expand(reduce.source))
+        epilogue = self.epilogue_of.get(id(op))
+        tail = self._epilogue_store(epilogue, op) if epilogue is not None and id(op) not in self.converted else None
         if not inner_spatial:
             core = self._accumulate_locally(op, reduce, source, inner, buf, index)
         elif reduce.combiner in (Combiner.ARGMAX, Combiner.ARGMIN):
             raise CompileError(f"stage {op.name}: arg-reductions need their reduce axis innermost")
         elif op.register_tile and math.prod(a.extent for a in inner_spatial) <= LOCAL_TILE_ELEMENTS:
             core = self._accumulate_tile(op, reduce, source, inner, inner_spatial, buf, index)
+        elif op.row_parts and not any(a.extent > 1 for a in outer) and self._splits_rows(inner, buf, work):
+            return loop_nest(outer, self._row_parts(op, reduce, source, inner, buf, index, tail))
         else:
-            init_store = S.BufferStore(buf, _init_value(reduce), index)
+            init = loop_nest(inner_spatial, S.BufferStore(buf, _init_value(reduce), index))
             acc = E.BufferLoad(buf, index, buf.dtype)
-            update_store = S.BufferStore(buf, _combine(reduce, acc, source), index)
-            epilogue = self.epilogue_of.get(id(op))
-            tail = self._epilogue_store(epilogue, op) if epilogue is not None and id(op) not in self.converted \
-                else None
-            if op.row_parts and not any(a.extent > 1 for a in outer) and self._splits_rows(inner, buf, work):
-                return loop_nest(outer, self._row_parts(op, reduce, source, inner, buf, index, tail))
-            core = S.seq(loop_nest(inner_spatial, init_store), loop_nest(inner, update_store))
-            if tail is not None:
-                core = S.seq(core, loop_nest(inner_spatial, tail))
-            return parallel_outer(loop_nest(outer, core), work)
-        epilogue = self.epilogue_of.get(id(op))
-        if epilogue is not None and id(op) not in self.converted:
-            core = S.seq(core, self._emit_epilogue(epilogue, op, inner_spatial))
+            update = loop_nest(inner, S.BufferStore(buf, _combine(reduce, acc, source), index))
+            core = S.seq(init, update)
+        if tail is not None:
+            core = S.seq(core, loop_nest(inner_spatial, tail))
         return parallel_outer(loop_nest(outer, core), work)
 
     @staticmethod
@@ -573,10 +568,6 @@ class _Lowering:
         value = self._simplified(op, substitute(self.expand(user.body), mapping))
         value = map_expr(value, lambda n: acc if isinstance(n, E.BufferLoad) and n.buffer is marker else None)
         return S.BufferStore(self.buffers[id(user)], value, index)
-
-    def _emit_epilogue(self, user: ComputeOp, producer: ComputeOp, inner_spatial: list[IterVar]) -> S.Stmt:
-        """The output stage, on the producer's loop variables."""
-        return loop_nest(inner_spatial, self._epilogue_store(user, producer))
 
     def _epilogue_store(self, user: ComputeOp, producer: ComputeOp) -> S.BufferStore:
         """The output stage's store of one element, on the producer's loop variables."""
