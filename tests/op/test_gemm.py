@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tessera
+from tessera.codegen.c_library import LIBRARY_MACRO
 from tessera import relay
 from tessera.codegen.c_gemm import C_BLOCK_SOURCE, HEADERS, entry_source, gemm_source
 from tessera.op import elemwise, elemwise_activation, transform
@@ -267,9 +268,9 @@ def test_products_built_by_tessera_match_numpy(target, symbol):
     lib = tessera.build(relay.IRModule.from_expr(func), target=target)
     source = "".join(lib.c_sources.values())
     if symbol is not None:
-        assert f"static void {symbol}(" in source and "_mm256_fmadd_ps" in source
+        assert f"{LIBRARY_MACRO} void {symbol}(" in source and "_mm256_fmadd_ps" in source
     elif X86 and "avx512f" in tessera.target.simd.native_cpu_flags():
-        assert "static void ts_sgemm_8x32(" in source and "_mm512_fmadd_ps" in source
+        assert f"{LIBRARY_MACRO} void ts_sgemm_8x32(" in source and "_mm512_fmadd_ps" in source
     rng = np.random.default_rng(1)
     args = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
     for got, want in zip(lib(*args), reference(args)):

@@ -180,22 +180,23 @@ def test_timings_print_every_pass_and_every_kernels_compile_time(tmp_path, monke
     assert rows["InferType"].startswith("  InferType") and rows["FuseOps"].startswith("FuseOps")  # nested indented
     top = [float(line.split()[-1]) for line in passes[1:] if not line.startswith(" ")]
     assert sum(top) == pytest.approx(100, abs=0.5)  # nested passes are not counted twice
-    # --timings compiles each of the 7 kernels as a unit of its own, beside the graph and runtime sources
-    assert re.fullmatch(r"C compiler, per translation unit \(11 compiled, 0 cached, [\d.]+ s summed over units\):",
+    # --timings compiles each of the 7 kernels as a unit of its own, beside the GEMM's library unit and the
+    # graph and runtime sources
+    assert re.fullmatch(r"C compiler, per translation unit \(12 compiled, 0 cached, [\d.]+ s summed over units\):",
                         compiler[0])
-    units = {line.split()[0]: line.split()[1:] for line in compiler[1:12]}
+    units = {line.split()[0]: line.split()[1:] for line in compiler[1:13]}
     kernels = {name: rest for name, rest in units.items() if name.startswith("tsgen_default_")}
     assert len(kernels) == 7 and all(re.fullmatch(r"\(kernels_\d\.c\)", rest[0]) for rest in kernels.values())
     assert {"tsgen_default_fused_conv2d_add_relu", "tsgen_default_fused_conv2d_blocked_add_relu"} & set(kernels)
-    assert units["graph_segments.c"][1:] == ["s"]
+    assert units["graph_segments.c"][1:] == ["s"] and units["kernels_library.c"][1:] == ["s"]
     assert all(v[-1] == "s" and float(v[-2]) > 0 for v in units.values())
     # again: every unit comes from the object cache
     code, out, _ = _cli(["compile", DIGITS, "-o", tmp_path / "d.so", "-q", "--timings"], capsys)
     _, compiler = _timing_lines(out)
-    assert "(0 compiled, 11 cached" in compiler[0]
-    assert all(line.split()[-1] == "cached" for line in compiler[1:12])
+    assert "(0 compiled, 12 cached" in compiler[0]
+    assert all(line.split()[-1] == "cached" for line in compiler[1:13])
     # the classifier's one row reads packed panels on AVX-512 only (gemm.prepacked_panel_width)
-    names = {line.split()[0] for line in compiler[1:12]}
+    names = {line.split()[0] for line in compiler[1:13]}
     assert {"tsgen_default_fused_matmul_add", "tsgen_default_fused_matmul_prepacked_add"} & names
 
 
@@ -260,7 +261,7 @@ class _Terminal(io.StringIO):
 def test_no_progress_bar_when_stderr_is_not_a_terminal(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path / "cache"))
     code, out, err = _cli(["compile", DIGITS, "-o", tmp_path / "d.so"], capsys)  # progress messages, no -q
-    assert code == 0 and "compiling 5 C translation units" in err
+    assert code == 0 and "compiling 6 C translation units" in err
     assert C_COMPILATION not in err and "\r" not in err and "\r" not in out
     assert not wants_bar(False, io.StringIO())
 
@@ -275,7 +276,7 @@ def test_a_terminal_gets_a_bar_over_c_compilation_unless_quiet(quiet, tmp_path, 
     if quiet:
         assert drawn == ""
     else:
-        assert re.search(r"C compilation: +100%.*5/5", drawn), drawn
+        assert re.search(r"C compilation: +100%.*6/6", drawn), drawn
         assert "kernels_0.c" in drawn  # the unit that finished last is named
 
 

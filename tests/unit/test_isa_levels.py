@@ -10,6 +10,7 @@ import onnx
 import pytest
 
 import tessera
+from tessera.codegen.c_library import LIBRARY_MACRO
 from tessera import relay
 from tessera.errors import RuntimeExecutionError
 from tessera.frontend import from_onnx
@@ -52,7 +53,8 @@ def test_conv_register_tile_follows_the_vector_width(target):
     lanes = float32_lanes(Target(target))
     width = min(max(2 * lanes, 16), 32)
     # the matmul: a packed-panel GEMM (6x16 AVX2, 8x32 AVX-512 for its 32 rows) where there are 8 lanes or more
-    matmul_code = {4: "float matmul_tile[", 8: "static void ts_sgemm_6x16(", 16: "static void ts_sgemm_8x32("}
+    matmul_code = {4: "float matmul_tile[", 8: f"{LIBRARY_MACRO} void ts_sgemm_6x16(",
+                   16: f"{LIBRARY_MACRO} void ts_sgemm_8x32("}
     channels = 4 if lanes == 8 else 8
     assert f"float conv2d_tile[{channels * width}];" in source and matmul_code[lanes] in source
 

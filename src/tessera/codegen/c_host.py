@@ -8,7 +8,8 @@ compile them in parallel: about KERNELS_PER_UNIT per unit, or as many as
 the current PassContext's `codegen.kernels_per_unit` says (`tessera
 compile --timings` sets 1, so that each kernel or shape class is timed on
 its own), balanced by the length of their C so that the units take gcc
-about as long.
+about as long. On host targets the GEMM and row kernels they call are
+compiled once, in a library unit (`c_library.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ..errors import TesseraError
 from ..runtime.module import CSourceModule
 from ..target.toolchain import SourceFile, Toolchain
 from ..tir.stmt import PrimFunc
+from .c_library import UNIT_SUFFIX as LIBRARY_UNIT_SUFFIX
+from .c_library import library_source
 from .c_shape_class import SHARED_MACRO, SHARED_MACRO_LINES, shape_classes, shared_source, skeleton
 from .c_source import CodeGenC
 
@@ -110,7 +113,8 @@ def build_c_module(mod: "IRModule", target: "Target", codegen_class: type[CodeGe
         gens.append(gen)
     pieces = _pieces(gens, [f.name for f in kernels], shares_shape_classes(toolchain))
     units = max(1, math.ceil(len(pieces) / kernels_per_unit()))
-    sources, names, by_unit = [], [], {}
+    sources, names, by_unit, library = [], [], {}, {}
+    separate_library = toolchain.is_host  # (see c_library: on a microcontroller each unit defines its own)
     for u, unit in enumerate(_balanced_units(pieces, units)):
         gen = codegen_class()
         for piece in unit:
@@ -118,8 +122,11 @@ def build_c_module(mod: "IRModule", target: "Target", codegen_class: type[CodeGe
                 gen.add_helper(SHARED_MACRO, SHARED_MACRO_LINES)
             for k, member in enumerate(piece.gens):
                 gen.merge(member, [piece.text] if k == 0 else [], piece.names if k == 0 else [])
-        sources.append(SourceFile(f"{prefix}_{u}.c", gen.source()))
+        sources.append(SourceFile(f"{prefix}_{u}.c", gen.source(library_unit=separate_library)))
         names += gen.function_names
         by_unit[sources[-1].name] = tuple(gen.function_names)
+        library.update({fn.symbol: fn for fn in gen.library_functions})
+    if separate_library and library:
+        sources.append(SourceFile(f"{prefix}{LIBRARY_UNIT_SUFFIX}", library_source(library.values())))
     runtime = [crt_source(name) for name in toolchain.runtime_sources]
     return CSourceModule(sources, names, toolchain, extra_sources=runtime, unit_functions=by_unit)

@@ -89,6 +89,13 @@ ROW_MEANS_SOURCE = f"""static void {ROW_MEANS}(int64_t rows, int64_t n, int64_t 
   }}
 }}"""
 
+# the row kernels written with ISA intrinsics: their unit includes c_gemm.HEADERS
+USES_INTRINSICS = frozenset({SOFTMAX_ROWS, TRANSPOSE})
+# the row kernels every calling unit defines for itself, host builds too (not in a library unit, c_library):
+# gcc specialises the depthwise kernel to its call's constant sizes, and efficientnet_block took 1.045x the
+# time at one thread (2-core Zen 3, 8 alternating rounds) with it called out of line
+SPECIALISED = frozenset({DEPTHWISE_SYMBOL})
+
 # symbol -> (the fast-math helpers it calls, its C text)
 ROW_KERNELS: dict[str, tuple[tuple[str, ...], str]] = {
     SOFTMAX_ROWS: (("exp",), SOFTMAX_ROWS_SOURCE),

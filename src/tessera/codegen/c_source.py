@@ -33,10 +33,8 @@ from .c_fast_math import DEPENDS as FAST_MATH_DEPENDS
 from .c_fast_math import INTRINSICS as FAST_MATH
 from ..op.nn.gemm import GemmKernel
 from ..op.nn.pool_rows import Pool2dKernel
-from .c_gemm import HEADERS as GEMM_HEADERS
-from .c_gemm import HEADERS_KEY as GEMM_HEADERS_KEY
-from .c_gemm import C_BLOCK_SOURCE, entry_source, gemm_source
 from .c_helpers import helper_name, helper_source
+from .c_library import LibraryFunction, gemm_function, row_function
 from .c_pool import pool2d_source
 from .c_rows import ROW_KERNELS
 from .c_reserved import RESERVED_WORDS
@@ -108,6 +106,8 @@ class CodeGenC:
 
     def __init__(self) -> None:
         self._helpers: dict[str, str] = {}
+        self._direct: set[str] = set()  # helpers the unit's own functions use (not only its library functions)
+        self._library: dict[str, LibraryFunction] = {}  # by symbol, in first-use order
         self._functions: list[str] = []
         self._uses_workspace = False
         self._uses_parallel = False
@@ -139,6 +139,9 @@ class CodeGenC:
         groups them into translation units."""
         for name, text in other._helpers.items():
             self._helpers.setdefault(name, text)
+        self._direct |= other._direct
+        for symbol, fn in other._library.items():
+            self._library.setdefault(symbol, fn)
         self._declarations += [d for d in other._declarations if d not in self._declarations]
         self._uses_workspace |= other._uses_workspace
         self._uses_parallel |= other._uses_parallel
@@ -149,17 +152,33 @@ class CodeGenC:
     def add_helper(self, name: str, text: str) -> None:
         """C text the unit's functions need once, ahead of them (kept in first-use order)."""
         self._helpers.setdefault(name, text)
+        self._direct.add(name)
 
     def declare(self, func: S.PrimFunc) -> None:
         """Declare a function this unit calls but another defines (e.g. kernels called by the executor)."""
         self._declarations.append(prototype(func))
 
-    def source(self) -> str:
+    @property
+    def library_functions(self) -> list[LibraryFunction]:
+        """The shared library functions (c_library) the unit's functions call, in first-use order."""
+        return [fn for fn in self._library.values() if fn.shared]
+
+    def source(self, library_unit: bool = False) -> str:
+        """The unit's C text. Its library functions are defined in it (`static`), or, with `library_unit`,
+        only declared: a unit of their own defines them (c_library.library_source)."""
         parts = ["\n".join(self.preamble_lines())]
-        if self._declarations:
-            parts.append("\n".join(self._declarations))
-        if self._helpers:
-            parts.append("\n".join(self._helpers.values()))
+        declarations = list(self._declarations)
+        helpers = self._helpers
+        if library_unit:
+            shared = self.library_functions
+            declarations += [fn.prototype for fn in shared]
+            kept = {name for fn in self._library.values() if not fn.shared for name, _ in fn.inline_parts}
+            elsewhere = {name for fn in shared for name, _ in fn.inline_parts} - self._direct - kept
+            helpers = {name: text for name, text in helpers.items() if name not in elsewhere}
+        if declarations:
+            parts.append("\n".join(declarations))
+        if helpers:
+            parts.append("\n".join(helpers.values()))
         parts.extend(self._functions)
         return "\n\n".join(parts) + "\n"
 
@@ -197,20 +216,26 @@ class CodeGenC:
         name = helper_name(kind, dtype)
         if name not in self._helpers:
             self._helpers[name] = helper_source(kind, dtype)
+        self._direct.add(name)
         return name
 
     def declare_source(self, name: str, source: str) -> None:
         """Define `name` in this unit by its C text `source` (once, in first-use order)."""
         self._helpers.setdefault(name, source)
+        self._direct.add(name)
+
+    def declare_library(self, fn: LibraryFunction) -> None:
+        """Call the library function `fn` from this unit: its C joins the unit's helpers, in first-use order
+        (`source` may leave it to a library unit instead)."""
+        self._library.setdefault(fn.symbol, fn)
+        for name, text in fn.inline_parts:
+            self._helpers.setdefault(name, text)
 
     def declare_gemm(self, kernel: GemmKernel, entry: str) -> None:
         """Define the packed-panel GEMM `kernel` (and the ISA headers it needs) in this unit, with the
         entry `entry` (`kernel.symbol`, or `kernel.prepacked_symbol` / `prepacked_a_symbol` for B / A packed at
         compile time)."""
-        self._helpers.setdefault(GEMM_HEADERS_KEY, GEMM_HEADERS)
-        self._helpers.setdefault("ts_sgemm_c_block_bytes", C_BLOCK_SOURCE)
-        self._helpers.setdefault(f"{kernel.symbol}_driver", gemm_source(kernel))
-        self._helpers.setdefault(entry, entry_source(kernel, entry))
+        self.declare_library(gemm_function(kernel, entry))
 
     def note_workspace(self) -> None:
         self._uses_workspace = True
@@ -559,7 +584,7 @@ class _FunctionWriter:
             if gemm is not None:
                 self.gen.declare_gemm(gemm, e.func)
             if e.func in ROW_KERNELS:
-                self._row_kernel(e.func)
+                self.gen.declare_library(row_function(e.func))
             pool = Pool2dKernel.from_symbol(e.func)
             if pool is not None:
                 self.gen.declare_source(pool.symbol, pool2d_source(pool))
@@ -574,14 +599,6 @@ class _FunctionWriter:
         if e.func is E.Intrinsic.ABS:
             return f"{self.gen.declare_helper('iabs', d)}({args[0]})"
         raise CompileError(f"C codegen: unsupported intrinsic {e.func}")
-
-    def _row_kernel(self, symbol: str) -> None:
-        """Define the row kernel `symbol` (c_rows), after the fast-math helpers it calls."""
-        helpers, source = ROW_KERNELS[symbol]
-        self.gen.declare_source(GEMM_HEADERS_KEY, GEMM_HEADERS)  # the ISA intrinsics
-        for kind in helpers:
-            self._fast_math_helper(kind)
-        self.gen.declare_source(symbol, source)
 
     def _fast_math_helper(self, kind: str) -> str:
         """A polynomial float32 helper (c_fast_math), declared after the helpers it calls."""
