@@ -24,7 +24,7 @@ _ISAS = (
 # ic_resnet8 0.98 and 0.91, kws_ds_cnn 1.02 and 0.99; efficientnet, mobilenet_v2 and gpt2 blocks 0.98-1.01
 PARALLEL_WORK = 1 << 19
 
-HEADERS_KEY = "ts_sgemm_headers"  # the helper name HEADERS is declared under in a unit (row kernels need it too)
+HEADERS_KEY = "ts_sgemm_headers"  # the helper name HEADERS is declared under in a unit (some row kernels need it too)
 HEADERS = r"""#if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -222,8 +222,8 @@ def entry_source(g: GemmKernel, entry: str) -> str:
     reads A so (`tessera.op.nn.conv_gemm.pack_a_panels`: a pointwise convolution's weights);
     `<symbol>_planes(m, n, ap, x, channels, kh, kw, dh, dw, sh, sw, phases_h, phases_w, rows, pitch, c, ldc)`
     reads A so and B as the implicit im2col matrix of padded stride-phase planes `x`
-    (`tessera.op.nn.conv_planes_gemm`). Each is its own helper, defined only in units that call it (-Wall: no
-    unused statics)."""
+    (`tessera.op.nn.conv_planes_gemm`). Each is its own helper: a unit that defines the GEMM inline defines only
+    the entries it calls (-Wall: no unused statics); a library unit defines all four (c_library)."""
     if entry == g.prepacked_symbol:
         return f"""static void {entry}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
     int64_t a_cs, const float* bp, float* c, int64_t ldc) {{
