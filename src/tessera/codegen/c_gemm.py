@@ -68,7 +68,7 @@ def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(g.mr)]
     lines = [f"  {vtype} {', '.join(f'{n} = {mm}_setzero_ps()' for n in row)};" for row in acc]
     lines += [
-        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR) {",
+        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += bs) {",
         f"    {vtype} {', '.join(f'b{v} = {mm}_loadu_ps(b + {v * lanes})' for v in range(nv))};",
     ]
     for r in range(g.mr):
@@ -87,16 +87,17 @@ def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
 def _plain_body() -> list[str]:
     return [
         "  float t[MR * NR] = {0};",
-        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR)",
+        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += bs)",
         "    for (int r = 0; r < MR; ++r)",
         "      for (int j = 0; j < NR; ++j) t[r * NR + j] += a[r] * b[j];",
     ]
 
 
 def microkernel_source(g: GemmKernel) -> str:
-    """`<symbol>_tile(kc, a, b, c, ldc, mv, nv, add)`: C[:mv, :nv] (+)= A panel . B panel."""
+    """`<symbol>_tile(kc, a, b, bs, c, ldc, mv, nv, add)`: C[:mv, :nv] (+)= A panel . B panel, B's row p at
+    `b + p * bs` (NR in a packed micro-panel, B's own row stride where it is read in place)."""
     lines = [f"static inline void {g.symbol}_tile(int64_t kc, const float* restrict a, const float* restrict b,",
-             "    float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add) {",
+             "    int64_t bs, float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add) {",
              f"  enum {{ MR = {g.mr}, NR = {g.nr} }};"]
     isas = [isa for isa in _ISAS if g.nr % isa[2] == 0]
     for n, (guard, vtype, lanes, mm) in enumerate(isas):
@@ -145,11 +146,25 @@ static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_
 }}"""
 
 
+# Blocks of at most this many rows of C read B in place instead of packing it, where B's columns are contiguous
+# and a panel is whole: packing copies all of B for only a few tiles per panel. 6x16 prepacked_a, in-process A/B
+# over 15 rounds on a Zen 3: m x k x n = 24x96x3136 0.86x the time, 18x64x3136 0.80x, 12x144x784 0.71x,
+# 24x576x196 0.86x; 4x16 at 16x96x3136 (mobilenet_v2_block's projection) 0.88x, but 32x64x3136 1.03x.
+# AVX-512's 32-column panels are unmeasured and keep packing.
+DIRECT_ROWS = 24
+
+
+def direct_rows(g: GemmKernel) -> int:
+    """The most rows of C whose block reads B in place for microkernel `g` (0: it always packs B)."""
+    return DIRECT_ROWS if g.nr == 16 else 0
+
+
 def driver_source(g: GemmKernel) -> str:
     """`<symbol>_run(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, bp, c, ldc)`: the blocked loops around
     packing and tiles. B is read through its strides and packed here, or, when `bp` is not null, read from
     `bp`: B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant packed at compile
-    time), so no B packing runs at all. Likewise A from `ap` when it is not null (`pack_a_panels`).
+    time), so no B packing runs at all. Likewise A from `ap` when it is not null (`pack_a_panels`). A block of
+    at most `direct_rows(g)` rows of C reads whole panels of a plain B in place (DIRECT_ROWS).
 
     Threads split the columns of C, one contiguous share of micro-panels each, and run the whole blocked
     product on their share (each packs its own A block): one fork and one join per call, no barrier
@@ -160,7 +175,7 @@ def driver_source(g: GemmKernel) -> str:
     return f"""TS_GEMM_DRIVER static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
     int64_t a_cs, const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp,
     float* c, int64_t ldc, int64_t j_first, int64_t j_end) {{
-  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc} }};
+  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, DIRECT_ROWS = {direct_rows(g)} }};
   const int64_t CB = ts_sgemm_c_block_bytes();
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
   float pb[KC * NR] __attribute__((aligned(64)));  /* one micro-panel of B, L1-resident across the rows */
@@ -185,11 +200,15 @@ def driver_source(g: GemmKernel) -> str:
         for (int64_t j0 = jc; j0 < jc_end; j0 += NR) {{
           const int64_t nv = n - j0 < NR ? n - j0 : NR;
           /* prepacked: micro-panel j0 / NR is k x NR floats, its rows p0.. a contiguous KC x NR block */
-          const float* panel = bp ? bp + j0 * k + p0 * NR : pb;
-          if (!bp)
+          /* few rows of C: B's rows are read where they are, a whole panel of contiguous columns at a time */
+          const int direct = DIRECT_ROWS > 0 && !bp && !b_rows && b_cs == 1 && nv == NR && mc <= DIRECT_ROWS;
+          const float* panel = bp ? bp + j0 * k + p0 * NR : direct ? b + p0 * b_rs + j0 : pb;
+          if (!bp && !direct)
             {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + j0 * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
+          const int64_t bs = direct ? b_rs : NR;
           for (int64_t ir = 0; ir < mc; ir += MR)
-            {s}_tile(kc, apanels + ir * astep, panel, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv, p0 > 0);
+            {s}_tile(kc, apanels + ir * astep, panel, bs, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv,
+                     p0 > 0);
         }}
       }}
     }}
