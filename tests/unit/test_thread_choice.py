@@ -14,8 +14,8 @@ import tessera
 from tessera import relay
 from tessera.op import elemwise as ew
 from tessera.op.nn import conv
-from tessera.runtime.thread_choice import (EXPLORE_EVERY, EXPLORE_RAREST, EXPLORE_SHARE, MARGIN, TAIL_RUNS,
-                                           TAIL_SECONDS, WARM_UP, WINDOW, ThreadChoice)
+from tessera.runtime.thread_choice import (EXPLORE_EVERY, EXPLORE_RAREST, EXPLORE_SHARE, MARGIN, WARM_UP, WINDOW,
+                                           ThreadChoice)
 
 MS = 1e-3  # a run's seconds
 SRC = str(Path(tessera.__file__).resolve().parents[1])
@@ -69,39 +69,6 @@ def test_a_run_slowed_by_another_process_does_not_count_against_its_count():
         count = choice.choose()
         choice.record(count, seconds)
     assert choice.best() == 2  # its fastest runs stand for it
-
-
-def _tail_runs(choice: ThreadChoice, seconds: dict[int, float], slow_every: int, n: int) -> list[int]:
-    """Like _runs, but every `slow_every`th run at all threads waits out another process's time slice (5 ms)."""
-    counts, at_most = [], 0
-    for _ in range(n):
-        count = choice.choose()
-        at_most += count == 2
-        slow = count == 2 and at_most % slow_every == 0
-        choice.record(count, 5 * MS if slow else seconds[count])
-        counts.append(count)
-    return counts
-
-
-def test_a_steady_tail_of_slow_runs_counts_against_its_count():
-    # ic_resnet8 with one core busy (Zen 3): 0.45 ms at two threads but one run in 12 takes 5 ms, 0.56 ms at one
-    choice = ThreadChoice(2)
-    seconds = {2: 0.45 * MS, 1: 0.56 * MS}
-    _tail_runs(choice, seconds, 12, round(TAIL_SECONDS / (0.5 * MS)))
-    assert choice.best() == 1
-    later = _tail_runs(choice, seconds, 12, 1000)
-    assert later.count(2) <= 1000 // EXPLORE_EVERY  # only tries
-    # the other process ends: the next second of runs goes back to two threads
-    later = _runs(choice, seconds, round(TAIL_SECONDS / (0.5 * MS)))
-    assert choice.best() == 2 and later[-100:].count(1) <= 100 // EXPLORE_EVERY + 1  # tries of one thread
-
-
-def test_one_slow_run_among_many_does_not_count_against_its_count():
-    choice = ThreadChoice(2)
-    seconds = {2: MS, 1: 1.1 * MS}
-    _runs(choice, seconds, round(TAIL_SECONDS / MS))  # a second of runs: a thousand
-    choice.record(choice.choose(), 9 * MS)  # (a run at two threads)
-    assert choice.best() == 2
 
 
 def test_long_runs_choose_too():
