@@ -9,12 +9,16 @@ import pytest
 
 import tessera
 from tessera import relay
-from tessera.codegen.c_library import LIBRARY_MACRO, gemm_function, is_library_unit, library_source, row_function
+from tessera.codegen.c_library import (LIBRARY_MACRO, _prototype, gemm_function, is_library_unit, library_source,
+                                       row_function)
 from tessera.codegen.c_source import CodeGenC
+from tessera.op import elemwise as ew
+from tessera.op.annotation import on_target
 from tessera.op.nn import conv, matmul
 from tessera.op.nn.conv_depthwise import DEPTHWISE_SYMBOL
 from tessera.op.nn.gemm import GemmKernel
 from tessera.op.nn.softmax_rows import SOFTMAX_ROWS
+from tessera.testing.isa import require_level
 
 AVX2 = "c -mcpu=x86-64-v3"  # the 6x16 GEMM on any x86-64 that builds it (runs need AVX2: require_level)
 KERNEL = GemmKernel(6, 16)
@@ -58,8 +62,6 @@ def test_the_library_unit_is_the_same_for_another_model_so_the_cache_serves_it()
 
 
 def test_a_host_module_links_and_computes_with_its_library_unit():
-    from tessera.testing.isa import require_level
-
     require_level("x86-64-v3")
     rng = np.random.default_rng(3)
     func = model(16, 40)
@@ -68,6 +70,25 @@ def test_a_host_module_links_and_computes_with_its_library_unit():
     want = tessera.build(relay.IRModule.from_expr(func), target="c -mcpu=x86-64")(x, a)  # no GEMM: no AVX2
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_two_pieces_that_both_call_the_gemm_link_into_one_library():
+    """Each piece's C module has a library unit defining the GEMM; its functions are weak, so one copy links."""
+    rng = np.random.default_rng(5)
+    a = relay.Var("a", relay.TensorType((40, 64), "float32"))
+    b = [relay.const(rng.standard_normal(shape).astype(np.float32)) for shape in ((64, 48), (48, 32))]
+    first = on_target(matmul.matmul(a, b[0]), "one")
+    second = on_target(matmul.matmul(ew.relu(first), b[1]), "two")
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((a,), second)),
+                        target="one: c -mcpu=x86-64-v3; two: c -mcpu=x86-64-v3")
+    _, library = _split(lib)
+    assert sorted(library) == ["one_kernels_library.c", "two_kernels_library.c"]
+    assert all(f"{LIBRARY_MACRO} void ts_sgemm_6x16_prepacked(" in text for text in library.values())
+    require_level("x86-64-v3")
+    x = rng.standard_normal((40, 64), dtype=np.float32)
+    w = [c.data for c in b]
+    want = np.maximum(x.astype(np.float64) @ w[0], 0) @ w[1]
+    np.testing.assert_allclose(lib(x)[0], want, rtol=1e-4, atol=1e-4)
 
 
 def test_inline_units_define_library_functions_static_in_first_use_order():
@@ -88,7 +109,7 @@ def test_helpers_a_kernel_uses_itself_stay_in_its_unit():
     gen.declare_library(row_function(SOFTMAX_ROWS))  # brings ts_exp_float32 along
     assert "ts_exp_float32" not in gen.source(library_unit=True)
     exp = gen.declare_helper("exp", "float32")  # ... which a kernel now calls too
-    assert f"ts_exp_float32(float x)" in gen.source(library_unit=True) and exp == "ts_exp_float32"
+    assert "ts_exp_float32(float x)" in gen.source(library_unit=True) and exp == "ts_exp_float32"
 
 
 def test_the_depthwise_kernel_stays_in_its_callers_unit_for_gcc_to_specialise():
@@ -105,6 +126,4 @@ def test_library_source_is_deterministic_and_needs_a_static_definition():
     functions = [row_function(SOFTMAX_ROWS), gemm_function(KERNEL, KERNEL.symbol)]
     assert library_source(functions) == library_source(reversed(functions))
     with pytest.raises(ValueError, match="no `static void ts_missing"):
-        from tessera.codegen.c_library import _prototype
-
         _prototype("void ts_missing(int x) { }", "ts_missing")
