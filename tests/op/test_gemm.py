@@ -282,7 +282,7 @@ def test_native_avx512_products_match_numpy():
     require_level("x86-64-v4")
     func, shapes = products()
     lib = tessera.build(relay.IRModule.from_expr(func), target="c -mcpu=x86-64-v4")
-    assert "static void ts_sgemm_8x32(" in "".join(lib.c_sources.values())
+    assert f"{LIBRARY_MACRO} void ts_sgemm_8x32(" in "".join(lib.c_sources.values())
     rng = np.random.default_rng(2)
     args = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
     for got, want in zip(lib(*args), reference(args)):
