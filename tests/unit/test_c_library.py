@@ -9,8 +9,8 @@ import pytest
 
 import tessera
 from tessera import relay
-from tessera.codegen.c_library import (LIBRARY_MACRO, _prototype, gemm_function, is_library_unit, library_source,
-                                       row_function)
+from tessera.codegen.c_library import (LIBRARY_MACRO, _prototype, calling_units, gemm_function, is_library_unit,
+                                       library_source, row_function)
 from tessera.codegen.c_source import CodeGenC
 from tessera.op import elemwise as ew
 from tessera.op.annotation import on_target
@@ -38,7 +38,7 @@ def model(channels: int, rows: int) -> relay.Function:
 def _split(lib) -> tuple[str, dict[str, str]]:
     """(the kernels' units joined, the library units by name)."""
     sources = lib.c_sources
-    kernels = "\n".join(text for name, text in sources.items() if not is_library_unit(name))
+    kernels = "\n".join(calling_units(sources).values())
     return kernels, {name: text for name, text in sources.items() if is_library_unit(name)}
 
 
