@@ -35,7 +35,7 @@ SHAPES = [(48, 42, 2, (12, 12)), (24, 40, 1, (13, 11)), (64, 32, 4, (16, 16)), (
 
 
 def pointwise_model(c: int, oc: int, groups: int, hw: tuple[int, int], batch: int) -> onnx.ModelProto:
-    """A 1x1 Conv with bias, then Relu: the epilogue runs as the GEMM call's tail."""
+    """A 1x1 Conv with bias, then Relu: the epilogue runs in the GEMM call (te/gemm_epilogue.py)."""
     rng = np.random.default_rng(c + oc + groups)
     w = rng.standard_normal((oc, c // groups, 1, 1)).astype(np.float32)
     b = rng.standard_normal(oc).astype(np.float32)
@@ -55,8 +55,8 @@ def test_pointwise_convs_with_packed_weights_match_onnxruntime(c, oc, groups, hw
     mod, params = from_onnx(model)
     lib = tessera.build(mod, params=params, target=target)
     source = "".join(calling_units(lib.c_sources).values())
-    calls = re.findall(r"(?<!static void )ts_sgemm_\d+x\d+_prepacked_a\(", source)
-    assert calls, "the convolution runs on its compile-time packed weight"
+    calls = re.findall(r"(?<!static void )ts_sgemm_\d+x\d+_prepacked_a_fused\(", source)
+    assert calls, "the convolution runs on its compile-time packed weight, bias and ReLU inside the call"
     assert re.search(r"ts_sgemm_\d+x\d+\(", source) is None  # no entry packing the weight at run time
     require_level(LEVELS[target])
     x = np.random.default_rng(1).standard_normal((2, c, *hw)).astype(np.float32)

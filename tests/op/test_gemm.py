@@ -14,11 +14,12 @@ import pytest
 import tessera
 from tessera.codegen.c_library import LIBRARY_MACRO
 from tessera import relay
-from tessera.codegen.c_gemm import C_BLOCK_SOURCE, DIRECT_ROWS, HEADERS, entry_source, gemm_source
+from tessera.codegen.c_gemm import C_BLOCK_SOURCE, DIRECT_ROWS, EPILOGUE_SOURCE, HEADERS, entry_source, gemm_source
 from tessera.op import elemwise, elemwise_activation, transform
 from tessera.op.nn import matmul
 from tessera.op.nn.gemm import (KC_MAX, KERNELS_BY_LANES, L1_PANEL_BYTES, L2_BLOCK_BYTES, GemmKernel, choose_kernel,
-                                pack_a_panels, pack_b_panels, unpack_b_panels)
+                                fused, pack_a_panels, pack_b_panels, unpack_b_panels)
+from tessera.te.gemm_epilogue import STEP_BITS, Step
 from tessera.op.schedule_context import ScheduleContext
 from tessera.target import Target
 from tessera.testing.isa import require_level
@@ -39,6 +40,10 @@ void gemm_prepacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
                     const float* bp, float* c, int64_t ldc) { SYM_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc); }
 void gemm_prepacked_a(int64_t m, int64_t n, int64_t k, const float* ap, const float* b, int64_t b_rs, int64_t b_cs,
                       float* c, int64_t ldc) { SYM_prepacked_a(m, n, k, ap, b, b_rs, b_cs, c, ldc); }
+void gemm_fused(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, int32_t program, const float* e0, const float* e1,
+                float f0, float f1) {
+  SYM_fused(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, program, e0, e1, f0, f1); }
 void pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, float* pa) {
   SYM_pack_a(mv, kc, a, a_rs, a_cs, pa); }
 void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, float* pb) {
@@ -49,8 +54,10 @@ void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, 
 def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -> ctypes.CDLL:
     if branch != "plain":
         require_level(BRANCHES[branch])
-    entries = "\n".join(entry_source(g, e) for e in (g.symbol, g.prepacked_symbol, g.prepacked_a_symbol))
-    source = "#include <stdint.h>\n" + HEADERS + "\n" + C_BLOCK_SOURCE + "\n" + gemm_source(g) + "\n" + entries + WRAPPERS.replace("SYM", g.symbol)
+    entries = "\n".join(entry_source(g, e) for e in (g.symbol, g.prepacked_symbol, g.prepacked_a_symbol,
+                                                      fused(g.symbol)))
+    source = "\n".join(("#include <stdint.h>", HEADERS, C_BLOCK_SOURCE, EPILOGUE_SOURCE, gemm_source(g), entries,
+                        WRAPPERS.replace("SYM", g.symbol)))
     if openmp:
         source += "void set_threads(int n) { omp_set_num_threads(n); }\n"
     (tmp_path / "gemm.c").write_text(source)
@@ -63,6 +70,8 @@ def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -
     lib.gemm.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64]
     lib.gemm_prepacked.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, i64]
     lib.gemm_prepacked_a.argtypes = [i64, i64, i64, ptr, ptr, i64, i64, ptr, i64]
+    f32 = ctypes.c_float
+    lib.gemm_fused.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, ctypes.c_int32, ptr, ptr, f32, f32]
     lib.pack_a.argtypes = lib.pack_b.argtypes = [i64, i64, ptr, i64, i64, ptr]
     return lib
 
@@ -90,6 +99,60 @@ def test_kernel_matches_numpy_on_ragged_and_transposed_operands(kernel, branch, 
         c = np.zeros((m, n), np.float32)
         lib.gemm(m, n, k, addr(at), 1, m, addr(bt), 1, k, addr(c), n)
         np.testing.assert_allclose(c, want, rtol=tol, atol=tol, err_msg=f"transposed {(m, n, k)}")
+
+
+# epilogue programs: (steps, operands by kind, constants), each checked against NumPy's float32 on the product
+EPILOGUES = [
+    ((Step.ADD_ROW, Step.CLAMP_LT), ("row",), (0.0,)),  # a convolution's bias and ReLU
+    ((Step.ADD_ROW, Step.CLAMP_LE, Step.CLAMP_GE), ("row",), (0.0, 6.0)),  # ReLU6
+    ((Step.ADD_ROW, Step.ADD_ELEMENT, Step.CLAMP_LT), ("row", "element"), (0.0,)),  # residual block
+    ((Step.ADD_COLUMN, Step.ADD_ELEMENT), ("column", "element"), ()),  # a dense layer's bias and residual
+    ((Step.ADD_CONSTANT, Step.CLAMP_GE), (), (0.5, 1.0)),
+    ((Step.MUL_CONSTANT, Step.CLAMP_GT), (), (0.125, 0.25)),
+    # products times 0 are signed zeros: each clamp tells a tie (its bound, +0) from a miss (-0 kept)
+    *(((Step.MUL_CONSTANT, clamp), (), (0.0, 0.0)) for clamp in (Step.CLAMP_LT, Step.CLAMP_LE, Step.CLAMP_GT, Step.CLAMP_GE)),
+]
+_NUMPY_STEPS = {
+    Step.ADD_ROW: lambda v, x: v + x[:, None], Step.ADD_COLUMN: lambda v, x: v + x[None, :],
+    Step.ADD_ELEMENT: lambda v, x: v + x, Step.ADD_CONSTANT: lambda v, x: v + x, Step.MUL_CONSTANT: lambda v, x: v * x,
+    Step.CLAMP_LT: lambda v, x: np.where(v < x, x, v), Step.CLAMP_LE: lambda v, x: np.where(v <= x, x, v),
+    Step.CLAMP_GT: lambda v, x: np.where(v > x, x, v), Step.CLAMP_GE: lambda v, x: np.where(v >= x, x, v),
+}
+
+
+@pytest.mark.parametrize("branch", BRANCHES)
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)
+def test_fused_entry_runs_the_epilogue_program_on_every_tile(kernel, branch, tmp_path):
+    """`<symbol>_fused` computes the product and then each step in order, bit for bit what NumPy's float32 gives
+    on the plain entry's product: whole tiles (in registers) and ragged ones, every K block count, NaN kept by
+    the clamps, and nothing written past n (C's leading dimension is n + 3, as is the element operand's)."""
+    lib = compile_kernel(kernel, branch, tmp_path)
+    rng = np.random.default_rng(11)
+    for m, n, k in SHAPES:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        product = np.full((m, n + 3), np.nan, np.float32)
+        lib.gemm(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(product), n + 3)
+        for steps, kinds, constants in EPILOGUES:
+            operands = {"row": rng.standard_normal(m, dtype=np.float32),
+                        "column": rng.standard_normal(n, dtype=np.float32),
+                        "element": rng.standard_normal((m, n + 3), dtype=np.float32)}
+            operands["element"][0, :4] = [np.nan, -np.inf, np.inf, -0.0][: min(n + 3, 4)]  # through to the clamps
+            want = product[:, :n].copy()
+            got = np.full((m, n + 3), np.nan, np.float32)
+            args = [operands[kind] for kind in kinds]
+            want_operands, constant_values = iter(args), iter(np.float32(c) for c in constants)
+            for step in steps:
+                x = next(want_operands)[:, :n] if step is Step.ADD_ELEMENT else (
+                    next(want_operands) if step in (Step.ADD_ROW, Step.ADD_COLUMN) else next(constant_values))
+                want = _NUMPY_STEPS[step](want, x).astype(np.float32)
+            program = sum(int(step) << (STEP_BITS * i) for i, step in enumerate(steps))
+            pointers = [addr(x) for x in args] + [0] * (2 - len(args))
+            values = [*constants, 0.0, 0.0][:2]
+            lib.gemm_fused(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(got), n + 3, program, *pointers, *values)
+            same = (got[:, :n].view(np.uint32) == want.view(np.uint32)) | (np.isnan(got[:, :n]) & np.isnan(want))
+            assert same.all(), f"{(m, n, k)} {steps}: {np.argwhere(~same)[:3]}"  # bit for bit: signed zeros too
+            assert np.isnan(got[:, n:]).all()
 
 
 @pytest.mark.parametrize("branch", BRANCHES)

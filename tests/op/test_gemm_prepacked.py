@@ -117,7 +117,7 @@ def test_models_with_packed_weights_match_numpy(target):
     source = "".join(calling_units(lib.c_sources).values())
     nr = 2 * (float32_lanes(Target(target)) or 0)
     if nr in (16, 32):  # AVX2: 6x16 for all three; AVX-512: 8x32 for 26 rows, 12x32 for 9 and 11
-        entries = re.findall(rf"(void )?ts_sgemm_(\d+)x{nr}_prepacked\(", source)
+        entries = re.findall(rf"(void )?ts_sgemm_(\d+)x{nr}_prepacked(?:_fused)?\(", source)
         calls = [mr for declaration, mr in entries if not declaration]  # a declaration per C unit
         assert sorted(calls) == (["6"] * 3 if nr == 16 else ["12", "12", "8"])
     rng = np.random.default_rng(1)

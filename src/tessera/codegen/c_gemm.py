@@ -11,7 +11,8 @@ registers. Same text for every target, so builds stay deterministic.
 
 from __future__ import annotations
 
-from ..op.nn.gemm import C_BLOCK_BYTES, GemmKernel
+from ..op.nn.gemm import C_BLOCK_BYTES, FUSED_SUFFIX, GemmKernel
+from ..te.gemm_epilogue import MAX_CONSTANTS, MAX_OPERANDS, STEP_BITS, Step
 
 # (C macro guard, vector type, float lanes, intrinsic prefix) per ISA, widest first
 _ISAS = (
@@ -63,6 +64,55 @@ C_BLOCK_SOURCE = r"""static inline int64_t ts_sgemm_c_block_bytes(void) {
 }""" % (L2_SHARE[1], L2_SHARE[0], C_BLOCK_BYTES)
 
 
+EPILOGUE_PARAMS = "int32_t program, const float* e0, const float* e1, float f0, float f1"
+EPILOGUE_KEY = "ts_sgemm_epilogue"  # the helper name EPILOGUE_SOURCE is declared under in a unit
+
+
+def _epilogue_source() -> str:
+    """`ts_sgemm_epilogue` and `ts_sgemm_epilogue_apply(ep, c, ldc, i, j, mv, nv)`: the program's steps on the
+    block of C at row i, column j (mv x nv), a ragged tile or any ISA's; one pass over the block per step,
+    whose row loop gcc vectorises. Whole vector tiles run the steps in registers instead (`_vector_epilogue`)."""
+    names = {step: f"TS_EPILOGUE_{step.name}" for step in Step}
+    enum = ",\n       ".join(f"{names[step]} = {int(step)}" for step in Step)
+    updates = {
+        Step.ADD_ROW: ("const float* x = ep->operand[operand++] + i;", "row[q] += y"),
+        Step.ADD_COLUMN: ("const float* x = ep->operand[operand++] + j;", "row[q] += x[q]"),
+        Step.ADD_ELEMENT: ("const float* x = ep->operand[operand++] + i * ldc + j;", "row[q] += x[r * ldc + q]"),
+        Step.ADD_CONSTANT: ("const float x = ep->constant[constant++];", "row[q] += x"),
+        Step.MUL_CONSTANT: ("const float x = ep->constant[constant++];", "row[q] *= x"),
+        **{step: ("const float x = ep->constant[constant++];", f"row[q] = row[q] {op} x ? x : row[q]")
+           for step, op in ((Step.CLAMP_LT, "<"), (Step.CLAMP_LE, "<="), (Step.CLAMP_GT, ">"),
+                            (Step.CLAMP_GE, ">="))},
+    }
+    cases = "\n".join(
+        f"      case {names[step]}: {{\n        {take}\n        for (int64_t r = 0; r < mv; ++r) {{\n"
+        f"          float* row = c + r * ldc;\n"
+        + ("          const float y = x[r];  /* (row may alias x as far as gcc knows) */\n" if step is Step.ADD_ROW else "")
+        + f"          for (int64_t q = 0; q < nv; ++q) {update};\n"
+        f"        }}\n        break;\n      }}" for step, (take, update) in updates.items())
+    return f"""/* an epilogue program: steps of {STEP_BITS} bits, the first lowest; operand steps take operand[0], then
+   operand[1]; constant steps take constant[0], then constant[1] (tessera.te.gemm_epilogue) */
+enum {{ {enum} }};
+typedef struct {{
+  int32_t program;
+  const float* operand[{MAX_OPERANDS}];
+  float constant[{MAX_CONSTANTS}];
+}} ts_sgemm_epilogue;
+static void ts_sgemm_epilogue_apply(const ts_sgemm_epilogue* ep, float* c, int64_t ldc, int64_t i, int64_t j,
+    int64_t mv, int64_t nv) {{
+  int operand = 0, constant = 0;
+  for (int32_t steps = ep->program; steps; steps >>= {STEP_BITS}) {{
+    switch (steps & {(1 << STEP_BITS) - 1}) {{
+{cases}
+      default: break;
+    }}
+  }}
+}}"""
+
+
+EPILOGUE_SOURCE = _epilogue_source()
+
+
 def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
     nv = g.nr // lanes
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(g.mr)]
@@ -74,13 +124,61 @@ def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
     for r in range(g.mr):
         fmas = " ".join(f"{acc[r][v]} = {mm}_fmadd_ps(x, b{v}, {acc[r][v]});" for v in range(nv))
         lines.append(f"    {{ {vtype} x = {mm}_set1_ps(a[{r}]); {fmas} }}")
-    lines += ["  }", "  if (mv == MR && nv == NR) {"]
+    lines += ["  }", "  if (mv == MR && nv == NR) {", "    if (add) {"]
     for r in range(g.mr):
-        for v in range(nv):
-            at = f"c + {r} * ldc + {v * lanes}"
-            lines.append(f"    {mm}_storeu_ps({at}, add ? {mm}_add_ps({acc[r][v]}, {mm}_loadu_ps({at})) : {acc[r][v]});")
+        lines.append("      " + " ".join(
+            f"{acc[r][v]} = {mm}_add_ps({acc[r][v]}, {mm}_loadu_ps(c + {r} * ldc + {v * lanes}));" for v in range(nv)))
+    lines += ["    }", *_vector_epilogue(acc, vtype, lanes, mm)]
+    for r in range(g.mr):
+        lines.append("    " + " ".join(f"{mm}_storeu_ps(c + {r} * ldc + {v * lanes}, {acc[r][v]});" for v in range(nv)))
     lines += ["    return;", "  }", "  float t[MR * NR];"]
     lines += [f"  {mm}_storeu_ps(t + {r * g.nr + v * lanes}, {acc[r][v]});" for r in range(g.mr) for v in range(nv)]
+    return lines
+
+
+def _vector_epilogue(acc: list[list[str]], vtype: str, lanes: int, mm: str) -> list[str]:
+    """The epilogue program's steps on a whole tile's accumulators, before they are stored (EPILOGUE_SOURCE
+    says what each step does; this is the same in registers)."""
+    def rows(value: str, indent: str = "          ") -> list[str]:
+        """One line per row: every accumulator a = `value` (in which `{a}` is the accumulator, `{r}` its row,
+        `{v}` its vector)."""
+        return [indent + " ".join(f"{a} = {value.format(a=a, r=r, v=v, o=v * lanes)};" for v, a in enumerate(row))
+                for r, row in enumerate(acc)]
+
+    def clamp(predicate: str) -> str:
+        if mm == "_mm512":
+            return f"_mm512_mask_blend_ps(_mm512_cmp_ps_mask({{a}}, y, {predicate}), {{a}}, y)"
+        return f"{mm}_blendv_ps({{a}}, y, {mm}_cmp_ps({{a}}, y, {predicate}))"
+
+    vectors = len(acc[0])
+    constant_steps = {
+        Step.ADD_CONSTANT: f"{mm}_add_ps({{a}}, y)", Step.MUL_CONSTANT: f"{mm}_mul_ps({{a}}, y)",
+        Step.CLAMP_LT: clamp("_CMP_LT_OQ"), Step.CLAMP_LE: clamp("_CMP_LE_OQ"),
+        Step.CLAMP_GT: clamp("_CMP_GT_OQ"), Step.CLAMP_GE: clamp("_CMP_GE_OQ"),
+    }
+    lines = [
+        "    if (ep) {  /* the last K block: the program's steps on the accumulators (ordered compares keep NaN) */",
+        "      int operand = 0, constant = 0;",
+        f"      for (int32_t steps = ep->program; steps; steps >>= {STEP_BITS}) {{",
+        f"        const int step = steps & {(1 << STEP_BITS) - 1};",
+        "        if (step == TS_EPILOGUE_ADD_ROW) {",
+        "          const float* x = ep->operand[operand++] + i;",
+        *[f"          {{ const {vtype} y = {mm}_set1_ps(x[{r}]); "
+          + " ".join(f"{a} = {mm}_add_ps({a}, y);" for a in row) + " }" for r, row in enumerate(acc)],
+        "        } else if (step == TS_EPILOGUE_ADD_COLUMN) {",
+        "          const float* x = ep->operand[operand++] + j;",
+        f"          const {vtype} " + ", ".join(f"y{v} = {mm}_loadu_ps(x + {v * lanes})" for v in range(vectors)) + ";",
+        *rows(f"{mm}_add_ps({{a}}, y{{v}})"),
+        "        } else if (step == TS_EPILOGUE_ADD_ELEMENT) {",
+        "          const float* x = ep->operand[operand++] + i * ldc + j;",
+        *rows(f"{mm}_add_ps({{a}}, {mm}_loadu_ps(x + {{r}} * ldc + {{o}}))"),
+        "        } else {",
+        f"          const {vtype} y = {mm}_set1_ps(ep->constant[constant++]);",
+        "          switch (step) {",
+    ]
+    for step, value in constant_steps.items():
+        lines += [f"          case TS_EPILOGUE_{step.name}:", *rows(value, "            "), "            break;"]
+    lines += ["          default: break;", "          }", "        }", "      }", "    }"]
     return lines
 
 
@@ -94,10 +192,12 @@ def _plain_body() -> list[str]:
 
 
 def microkernel_source(g: GemmKernel) -> str:
-    """`<symbol>_tile(kc, a, b, bs, c, ldc, mv, nv, add)`: C[:mv, :nv] (+)= A panel . B panel, B's row p at
-    `b + p * bs` (NR in a packed micro-panel, B's own row stride where it is read in place)."""
+    """`<symbol>_tile(kc, a, b, bs, c, ldc, mv, nv, add, ep, i, j)`: C[:mv, :nv] (+)= A panel . B panel, B's
+    row p at `b + p * bs` (NR in a packed micro-panel, B's own row stride where it is read in place); then,
+    where `ep` is not null, its program on the tile, which lies at row i, column j of the whole C."""
     lines = [f"static inline void {g.symbol}_tile(int64_t kc, const float* restrict a, const float* restrict b,",
-             "    int64_t bs, float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add) {",
+             "    int64_t bs, float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add, const ts_sgemm_epilogue* ep,",
+             "    int64_t i, int64_t j) {",
              f"  enum {{ MR = {g.mr}, NR = {g.nr} }};"]
     isas = [isa for isa in _ISAS if g.nr % isa[2] == 0]
     for n, (guard, vtype, lanes, mm) in enumerate(isas):
@@ -109,7 +209,8 @@ def microkernel_source(g: GemmKernel) -> str:
     lines += [
         "  /* a ragged tile: only rows < mv and columns < nv exist in C */",
         "  for (int64_t r = 0; r < mv; ++r)",
-        "    for (int64_t j = 0; j < nv; ++j) c[r * ldc + j] = add ? c[r * ldc + j] + t[r * NR + j] : t[r * NR + j];",
+        "    for (int64_t q = 0; q < nv; ++q) c[r * ldc + q] = add ? c[r * ldc + q] + t[r * NR + q] : t[r * NR + q];",
+        "  if (ep) ts_sgemm_epilogue_apply(ep, c, ldc, i, j, mv, nv);",
         "}",
     ]
     return "\n".join(lines)
@@ -174,7 +275,7 @@ def driver_source(g: GemmKernel) -> str:
     s = g.symbol
     return f"""TS_GEMM_DRIVER static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
     int64_t a_cs, const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp,
-    float* c, int64_t ldc, int64_t j_first, int64_t j_end) {{
+    float* c, int64_t ldc, const ts_sgemm_epilogue* ep, int64_t j_first, int64_t j_end) {{
   enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, DIRECT_ROWS = {direct_rows(g)} }};
   const int64_t CB = ts_sgemm_c_block_bytes();
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
@@ -206,9 +307,12 @@ def driver_source(g: GemmKernel) -> str:
           if (!bp && !direct)
             {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + j0 * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
           const int64_t bs = direct ? b_rs : NR;
-          for (int64_t ir = 0; ir < mc; ir += MR)
-            {s}_tile(kc, apanels + ir * astep, panel, bs, c + (i0 + ir) * ldc + j0, ldc, mc - ir < MR ? mc - ir : MR, nv,
-                     p0 > 0);
+          for (int64_t ir = 0; ir < mc; ir += MR) {{
+            const int64_t mv = mc - ir < MR ? mc - ir : MR;
+            float* tile = c + (i0 + ir) * ldc + j0;
+            {s}_tile(kc, apanels + ir * astep, panel, bs, tile, ldc, mv, nv, p0 > 0, p0 + kc == k ? ep : 0, i0 + ir,
+                     j0);
+          }}
         }}
       }}
     }}
@@ -216,7 +320,7 @@ def driver_source(g: GemmKernel) -> str:
 }}
 TS_GEMM_DRIVER static void {s}_run(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
     const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp, float* c,
-    int64_t ldc) {{
+    int64_t ldc, const ts_sgemm_epilogue* ep) {{
 #if defined(_OPENMP)
   enum {{ NR = {g.nr} }};
   const int64_t panels = (n + NR - 1) / NR;
@@ -225,39 +329,18 @@ TS_GEMM_DRIVER static void {s}_run(int64_t m, int64_t n, int64_t k, const float*
     {{
       const int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
       const int64_t first = panels * t / parts * NR, end = panels * (t + 1) / parts * NR;
-      {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, first, end < n ? end : n);
+      {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, ep, first, end < n ? end : n);
     }}
     return;
   }}
 #endif
-  {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, 0, n);
+  {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, ep, 0, n);
 }}"""
 
 
-def entry_source(g: GemmKernel, entry: str) -> str:
-    """The function a kernel calls, `entry` one of four: `<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c,
-    ldc)` packs both operands as it goes; `<symbol>_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc)` reads B
-    from micro-panels packed at compile time; `<symbol>_prepacked_a(m, n, k, ap, b, b_rs, b_cs, c, ldc)`
-    reads A so (`tessera.op.nn.conv_gemm.pack_a_panels`: a pointwise convolution's weights);
-    `<symbol>_planes(m, n, ap, x, channels, kh, kw, dh, dw, sh, sw, phases_h, phases_w, rows, pitch, c, ldc)`
-    reads A so and B as the implicit im2col matrix of padded stride-phase planes `x`
-    (`tessera.op.nn.conv_planes_gemm`). Each is its own helper: a unit that defines the GEMM inline defines only
-    the entries it calls (-Wall: no unused statics); a library unit defines all four (c_library)."""
-    if entry == g.prepacked_symbol:
-        return f"""static void {entry}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
-    int64_t a_cs, const float* bp, float* c, int64_t ldc) {{
-  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, 0, 0, 0, 0, bp, c, ldc);
-}}"""
-    if entry == g.prepacked_a_symbol:
-        return f"""static void {entry}(int64_t m, int64_t n, int64_t k, const float* ap, const float* b,
-    int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
-  {g.symbol}_run(m, n, k, 0, 0, 0, ap, b, b_rs, b_cs, 0, 0, c, ldc);
-}}"""
-    if entry == g.planes_symbol:
-        return f"""static void {entry}(int64_t m, int64_t n, const float* ap, const float* x, int64_t channels,
-    int64_t kh, int64_t kw, int64_t dh, int64_t dw, int64_t sh, int64_t sw, int64_t phases_h, int64_t phases_w,
-    int64_t rows, int64_t pitch, float* c, int64_t ldc) {{
-  /* row p = (channel, tap) of the implicit im2col matrix: the tap's shift in its stride phase's plane
+def _entry_parts(g: GemmKernel) -> dict[str, tuple[str, str, str]]:
+    """Each plain entry's (parameters, statements before the product, the driver's arguments up to `c, ldc`)."""
+    planes_prelude = f"""  /* row p = (channel, tap) of the implicit im2col matrix: the tap's shift in its stride phase's plane
      (phases_h is sh, or 1 where every tap reads phase 0 and only that one was copied; so phases_w)
      (a variable-length array: k * 4 bytes of stack, 18 KiB for 512 channels x 3 x 3) */
   const int64_t k = channels * kh * kw, plane = rows * pitch;
@@ -267,14 +350,46 @@ def entry_source(g: GemmKernel, entry: str) -> str:
       for (int64_t j = 0; j < kw; ++j, ++p)
         b_rows[p] = (int32_t)(((ch * phases_h + i * dh % sh) * phases_w + j * dw % sw) * plane + i * dh / sh * pitch
                               + j * dw / sw);
-  {g.symbol}_run(m, n, k, 0, 0, 0, ap, x, 0, 1, b_rows, 0, c, ldc);
-}}"""
-    if entry != g.symbol:
+"""
+    return {
+        g.symbol: ("int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,\n    const float* b, "
+                   "int64_t b_rs, int64_t b_cs, float* c, int64_t ldc", "",
+                   "m, n, k, a, a_rs, a_cs, 0, b, b_rs, b_cs, 0, 0, c, ldc"),
+        g.prepacked_symbol: ("int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,\n    int64_t a_cs, "
+                             "const float* bp, float* c, int64_t ldc", "",
+                             "m, n, k, a, a_rs, a_cs, 0, 0, 0, 0, 0, bp, c, ldc"),
+        g.prepacked_a_symbol: ("int64_t m, int64_t n, int64_t k, const float* ap, const float* b,\n    int64_t b_rs, "
+                               "int64_t b_cs, float* c, int64_t ldc", "",
+                               "m, n, k, 0, 0, 0, ap, b, b_rs, b_cs, 0, 0, c, ldc"),
+        g.planes_symbol: ("int64_t m, int64_t n, const float* ap, const float* x, int64_t channels,\n    int64_t kh, "
+                          "int64_t kw, int64_t dh, int64_t dw, int64_t sh, int64_t sw, int64_t phases_h, int64_t phases_w,"
+                          "\n    int64_t rows, int64_t pitch, float* c, int64_t ldc", planes_prelude,
+                          "m, n, k, 0, 0, 0, ap, x, 0, 1, b_rows, 0, c, ldc"),
+    }
+
+
+def entry_source(g: GemmKernel, entry: str) -> str:
+    """The function a kernel calls, `entry` one of eight: `<symbol>(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c,
+    ldc)` packs both operands as it goes; `<symbol>_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc)` reads B
+    from micro-panels packed at compile time; `<symbol>_prepacked_a(m, n, k, ap, b, b_rs, b_cs, c, ldc)`
+    reads A so (`tessera.op.nn.conv_gemm.pack_a_panels`: a pointwise convolution's weights);
+    `<symbol>_planes(m, n, ap, x, channels, kh, kw, dh, dw, sh, sw, phases_h, phases_w, rows, pitch, c, ldc)`
+    reads A so and B as the implicit im2col matrix of padded stride-phase planes `x`
+    (`tessera.op.nn.conv_planes_gemm`); and each of those with `_fused` and EPILOGUE_PARAMS after `ldc`
+    runs an epilogue program on every finished tile (`tessera.te.gemm_epilogue`). Each is its own helper: a
+    unit that defines the GEMM inline defines only the entries it calls (-Wall: no unused statics); a library
+    unit defines all eight (c_library)."""
+    fused = entry.endswith(FUSED_SUFFIX)
+    plain = entry[:-len(FUSED_SUFFIX)] if fused else entry
+    parts = _entry_parts(g).get(plain)
+    if parts is None:
         raise ValueError(f"{entry} is no entry of the {g.mr}x{g.nr} GEMM microkernel")
-    return f"""static void {g.symbol}(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {{
-  {g.symbol}_run(m, n, k, a, a_rs, a_cs, 0, b, b_rs, b_cs, 0, 0, c, ldc);
-}}"""
+    params, prelude, arguments = parts
+    if not fused:
+        return f"static void {entry}({params}) {{\n{prelude}  {g.symbol}_run({arguments}, 0);\n}}"
+    return (f"static void {entry}({params},\n    {EPILOGUE_PARAMS}) {{\n{prelude}"
+            f"  const ts_sgemm_epilogue ep = {{program, {{e0, e1}}, {{f0, f1}}}};\n"
+            f"  {g.symbol}_run({arguments}, &ep);\n}}")
 
 
 def gemm_source(g: GemmKernel) -> str:

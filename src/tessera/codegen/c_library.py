@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..op.nn.gemm import GemmKernel
 from .c_fast_math import DEPENDS as FAST_MATH_DEPENDS
-from .c_gemm import C_BLOCK_SOURCE, HEADERS, HEADERS_KEY, entry_source, gemm_source
+from .c_gemm import C_BLOCK_SOURCE, EPILOGUE_KEY, EPILOGUE_SOURCE, HEADERS, HEADERS_KEY, entry_source, gemm_source
 from .c_helpers import helper_name, helper_source
 from .c_rows import ROW_KERNELS, SPECIALISED, USES_INTRINSICS
 
@@ -76,10 +76,10 @@ class LibraryFunction:
 
 @functools.cache  # (per call site otherwise: four entries' C text each time)
 def gemm_function(kernel: GemmKernel, entry: str) -> LibraryFunction:
-    """The GEMM entry `entry` of `kernel` (`kernel.symbol`, or its prepacked, prepacked_a or planes entry)."""
-    common = ((HEADERS_KEY, HEADERS), ("ts_sgemm_c_block_bytes", C_BLOCK_SOURCE),
+    """The GEMM entry `entry` of `kernel` (one of `kernel.entries`)."""
+    common = ((HEADERS_KEY, HEADERS), ("ts_sgemm_c_block_bytes", C_BLOCK_SOURCE), (EPILOGUE_KEY, EPILOGUE_SOURCE),
               (f"{kernel.symbol}_driver", gemm_source(kernel)))
-    entries = (kernel.symbol, kernel.prepacked_symbol, kernel.prepacked_a_symbol, kernel.planes_symbol)
+    entries = kernel.entries
     definition = entry_source(kernel, entry)
     return LibraryFunction(
         entry,

@@ -26,6 +26,7 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.functor import substitute_stmt
+from .gemm_epilogue import GemmOutput
 from .tensor import ComputeOp, IterKind, IterVar, Tensor
 
 ExternBody = Callable[[tuple[Buffer, ...], Buffer], S.Stmt]  # (input buffers, output buffer) -> statement
@@ -43,6 +44,7 @@ class ExternOp:
     loops: tuple[IterVar, ...] = ()  # serial loops around `body`, outermost first
     per_iteration: tuple[Tensor, ...] = ()  # stages computed afresh in every iteration of `loops`
     parallel: bool = False  # the iterations of `loops` are independent: run them on all threads
+    gemm_output: GemmOutput | None = None  # its calls are GEMMs that may run its elementwise tail (gemm_epilogue)
 
     def inputs(self) -> list[Tensor]:
         return list(self.input_tensors)
@@ -50,7 +52,8 @@ class ExternOp:
 
 def extern(shape: Sequence[int], inputs: Sequence[Tensor], body: ExternBody, name: str = "extern",
            dtype: str = "float32", loops: Sequence[IterVar] = (),
-           per_iteration: Sequence[Tensor] = (), parallel: bool = False) -> Tensor:
+           per_iteration: Sequence[Tensor] = (), parallel: bool = False,
+           gemm_output: GemmOutput | None = None) -> Tensor:
     """A tensor of `shape` that `body(input_buffers, output_buffer)` writes.
 
     `body` sees the buffers of `inputs` in order and may use the variables of
@@ -58,12 +61,14 @@ def extern(shape: Sequence[int], inputs: Sequence[Tensor], body: ExternBody, nam
     they read) to compute again inside those loops, before each run of `body`.
     With `parallel`, the iterations (which must write disjoint parts of the
     output) run on all threads, each with its own per-iteration scratch.
+    With `gemm_output`, `body` calls GEMM entries and says where they put C,
+    so the elementwise tail may run inside the calls (`gemm_epilogue`).
     """
     dt.info(dtype)
     if not all(isinstance(t.op, ComputeOp) for t in per_iteration):
         raise ValueError(f"extern {name}: only compute stages can be computed per iteration")
     return Tensor(ExternOp(name, tuple(int(s) for s in shape), dtype, tuple(inputs), body, tuple(loops),
-                           tuple(per_iteration), parallel))
+                           tuple(per_iteration), parallel, gemm_output))
 
 
 def axis(extent: int, name: str) -> IterVar:

@@ -21,7 +21,9 @@ Policy, in the order the decisions are made:
 5. An extern stage (`te.extern`) reads its inputs from buffers, so none is
    inlined; the chain of elementwise stages that alone read its result (a
    bias add, then an activation) is one materialised stage whose buffer the
-   extern writes, updated in place. Its `per_iteration` stages are emitted
+   extern writes, updated in place. Where the extern's calls are GEMMs that
+   can run that chain on each tile they finish (`gemm_epilogue.py`), they
+   do, and the chain is no pass of its own. Its `per_iteration` stages are emitted
    inside its loops, serially, into one tile-sized buffer each; a parallel
    extern's loops run on all threads, each with its own such buffers.
 
@@ -47,6 +49,7 @@ from ..tir.clamp_select import single_compare_clamps
 from ..tir.functor import map_expr, substitute, substitute_stmt, walk_expr
 from ..tir.simplify import simplify_index
 from .extern import ExternOp, loop_nest
+from .gemm_epilogue import GemmEpilogue, match_epilogue
 from .loop_shapes import merge_contiguous_axes, split_innermost
 from .parallel import PARALLEL_MIN_WORK, ROW_PARTS, parallel_outer, runs_in_row_parts, stage_work
 from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor, producer_of
@@ -171,6 +174,7 @@ class _Lowering:
         # reduction op id -> stand-in buffer its dtype-changing epilogue reads (never allocated)
         self.converted: dict[int, Buffer] = {}
         self._plan_epilogues(output_ops)
+        self.gemm_epilogues: dict[int, GemmEpilogue] = {}  # extern op id -> its in-place tail as a program
 
     # ------------------------------------------------------------ expansion
     def expand(self, e: E.PrimExpr) -> E.PrimExpr:
@@ -294,9 +298,12 @@ class _Lowering:
                 allocs.append(buf)
         for op_id, tail in self.in_place.items():
             self.buffers[op_id] = self.buffers[id(tail)]
+        self._plan_gemm_epilogues()
+        fused_tails = {id(self.in_place[op_id]) for op_id in self.gemm_epilogues}
         body_parts: list[S.Stmt] = []
         for op in self.stages:
-            if id(op) in self.inlined or id(op) in fused_epilogues or id(op) in self.per_iteration:
+            if (id(op) in self.inlined or id(op) in fused_epilogues or id(op) in self.per_iteration
+                    or id(op) in fused_tails):
                 continue
             if isinstance(op, ExternOp):
                 body_parts.append(self._emit_extern(op))
@@ -308,6 +315,20 @@ class _Lowering:
             body = S.Allocate(buf, body)
         return S.PrimFunc(self.name, tuple(self.params_in + self.params_out), body,
                           len(self.params_in), attrs or {})
+
+    def _plan_gemm_epilogues(self) -> None:
+        """The in-place tails that run inside their extern's GEMM calls (gemm_epilogue.py): a tail whose
+        checks (its own or its inlined stages') would have to run before the product stays a pass."""
+        for op in self.stages:
+            tail = self.in_place.get(id(op))
+            if not isinstance(op, ExternOp) or op.gemm_output is None or tail is None:
+                continue
+            if self._carried_checks(tail) or any(a.extent == 0 for a in tail.axes):
+                continue
+            value = self._simplified(tail, self.expand(tail.body))
+            epilogue = match_epilogue(value, self.buffers[id(tail)], tail.axes, op.gemm_output)
+            if epilogue is not None:
+                self.gemm_epilogues[id(op)] = epilogue
 
     def _checks_before(self, op: ComputeOp) -> list[S.Stmt]:
         """The checks to test before `op` (and its fused epilogue) runs that no earlier stage tested."""
@@ -332,7 +353,12 @@ class _Lowering:
                 checked |= bool(checks)
                 staged += [*checks, self._emit_stage(stage, parallel=False)]
         ins = tuple(self.buffers[id(t.op)] for t in op.input_tensors)
-        body = S.seq(*staged, op.body(ins, self.buffers[id(op)]))
+        epilogue = self.gemm_epilogues.get(id(op))
+        if epilogue is not None and op.gemm_output is not None:
+            call = op.gemm_output.fused_body(ins, self.buffers[id(op)], epilogue)
+        else:
+            call = op.body(ins, self.buffers[id(op)])
+        body = S.seq(*staged, call)
         if not op.parallel:
             return loop_nest(op.loops, body)
         for t in reversed(op.per_iteration):  # each thread's own scratch, declared in the loop body

@@ -38,11 +38,12 @@ import numpy as np
 from ... import te
 from ...target.simd import float32_lanes
 from ...target.target import Target
+from ...te.gemm_epilogue import GemmEpilogue, GemmOutput
 from ...tir import expr as E
 from ...tir import stmt as S
 from ...tir.buffer import Buffer
 from .conv_schedule import ConvGeometry
-from .gemm import KERNELS_BY_LANES, MIN_ROWS, GemmKernel, pack_a_panels, unpack_b_panels
+from .gemm import KERNELS_BY_LANES, MIN_ROWS, GemmKernel, gemm_call, pack_a_panels, unpack_b_panels
 from ..schedule_context import ScheduleContext
 
 WORKLOAD_OP = "conv2d_gemm"  # the operator named in tuning logs
@@ -230,19 +231,19 @@ def pointwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, kernel: 
     image, group = te.axis(batch, "n"), te.axis(out_channels // per_out, "g")
     zero = E.IntImm(0)
 
-    def body(ins: tuple[Buffer, ...], out: Buffer) -> S.Stmt:
+    def body(ins: tuple[Buffer, ...], out: Buffer, epilogue: GemmEpilogue | None) -> S.Stmt:
         x, w = ins
         n, gi = image.var, group.var  # loops of extent 1 become index 0 (te.extern's loop nest)
         first_out, first_in = E.mul(gi, per_out), E.mul(gi, per_in)
+        c_index = (n, first_out, zero, zero)
         if prepacked:
-            return te.call_extern(
-                kernel.prepacked_a_symbol, per_out, positions, per_in, te.pointer(w, gi, zero, zero, zero),
-                te.pointer(x, n, first_in, zero, zero), positions, 1,
-                te.pointer(out, n, first_out, zero, zero), positions)
-        return te.call_extern(
-            kernel.symbol, per_out, positions, per_in,
-            te.pointer(w, first_out, zero, zero, zero), per_in, 1,
-            te.pointer(x, n, first_in, zero, zero), positions, 1,
-            te.pointer(out, n, first_out, zero, zero), positions)
+            return gemm_call(kernel.prepacked_a_symbol, (per_out, positions, per_in, te.pointer(w, gi, zero, zero, zero),
+                                                         te.pointer(x, n, first_in, zero, zero), positions, 1),
+                             out, c_index, positions, epilogue)
+        return gemm_call(kernel.symbol, (per_out, positions, per_in, te.pointer(w, first_out, zero, zero, zero), per_in,
+                                         1, te.pointer(x, n, first_in, zero, zero), positions, 1),
+                         out, c_index, positions, epilogue)
 
-    return te.extern(g.out_shape, [data, weight], body, name="conv2d_gemm", loops=[image, group])
+    # C's rows are output channels (of one group), its columns the positions
+    return te.extern(g.out_shape, [data, weight], lambda ins, out: body(ins, out, None), name="conv2d_gemm",
+                     loops=[image, group], gemm_output=GemmOutput((1,), (2, 3), body))

@@ -47,7 +47,10 @@ from ... import te
 from ...relay.ty import TensorType
 from ...target.simd import float32_lanes
 from ...target.target import Target
+from ...te.gemm_epilogue import FusedBody, GemmEpilogue, GemmOutput
 from ...tir import expr as E
+from ...tir import stmt as S
+from ...tir.buffer import Buffer
 from .._util import broadcast_indices
 from ..schedule_context import ScheduleContext
 
@@ -57,6 +60,14 @@ L2_BLOCK_BYTES = 256 * 1024  # an A block (MC x KC floats, on the stack): ViT's 
 C_BLOCK_BYTES = 768 * 1024  # C's rows x a block of columns, kept in a 1 MiB L2 across the K blocks
 MIN_ROWS = 8  # fewer rows of A: the scalar-row loops of the plain schedule waste less than MR padding
 FEW_ROWS_MIN_LANES = 16  # fewer rows read packed panels on AVX-512 only (see prepacked_panel_width)
+
+
+FUSED_SUFFIX = "_fused"
+
+
+def fused(entry: str) -> str:
+    """The entry that also takes an epilogue program (`tessera.te.gemm_epilogue`) after `c, ldc`."""
+    return entry + FUSED_SUFFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,12 @@ class GemmKernel:
         return f"{self.symbol}_planes"
 
     @property
+    def entries(self) -> tuple[str, ...]:
+        """Every entry's symbol: the four plain ones, then each with an epilogue program (`fused`)."""
+        plain = (self.symbol, self.prepacked_symbol, self.prepacked_a_symbol, self.planes_symbol)
+        return (*plain, *(fused(e) for e in plain))
+
+    @property
     def kc(self) -> int:
         """K per block: KC_MAX, or fewer where a B micro-panel of KC x NR floats would exceed L1_PANEL_BYTES."""
         return max(16, min(KC_MAX, L1_PANEL_BYTES // (4 * self.nr)))
@@ -102,8 +119,8 @@ class GemmKernel:
 
     @classmethod
     def from_symbol(cls, name: str) -> "GemmKernel | None":
-        """The kernel a C symbol names (either entry), or None if it names none (codegen's look-up of a call)."""
-        match = re.fullmatch(r"ts_sgemm_(\d+)x(\d+)(_prepacked(_a)?|_planes)?", name)
+        """The kernel a C symbol names (any entry), or None if it names none (codegen's look-up of a call)."""
+        match = re.fullmatch(r"ts_sgemm_(\d+)x(\d+)(_prepacked(_a)?|_planes)?(_fused)?", name)
         return cls(int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -202,20 +219,29 @@ def gemm_product(a: te.Tensor, b: te.Tensor, out: TensorType, sched: ScheduleCon
     if kernel is None:
         return None
     b_rs, b_cs = (1, k) if transpose_b else (n, 1)
+    zero = E.IntImm(0)
     if fold:
-        return te.extern(out.shape, [a, b], lambda ins, c: te.call_extern(
-            kernel.symbol, rows, n, k, te.pointer(ins[0]), k, 1, te.pointer(ins[1]), b_rs, b_cs,
-            te.pointer(c), n), name="sgemm")
+        first = (zero,) * len(out.shape)
+
+        def folded(ins: tuple[Buffer, ...], c: Buffer, epilogue: GemmEpilogue | None) -> S.Stmt:
+            return gemm_call(kernel.symbol, (rows, n, k, te.pointer(ins[0]), k, 1, te.pointer(ins[1]), b_rs, b_cs),
+                             c, first, n, epilogue)
+
+        return te.extern(out.shape, [a, b], lambda ins, c: folded(ins, c, None), name="sgemm",
+                         gemm_output=_matrix_output(len(out.shape), True, folded))
     loops = [te.axis(extent, f"b{d}") for d, extent in enumerate(batch_shape)]
     index = [ax.var for ax in loops]
-    zero = E.IntImm(0)
 
     def at(buf_shape: Sequence[int]) -> tuple[E.PrimExpr, ...]:
         return (*broadcast_indices(index, buf_shape[:-2]), zero, zero)
 
-    return te.extern(out.shape, [a, b], lambda ins, c: te.call_extern(
-        kernel.symbol, m, n, k, te.pointer(ins[0], *at(a.shape)), k, 1, te.pointer(ins[1], *at(b.shape)),
-        b_rs, b_cs, te.pointer(c, *index, zero, zero), n), name="sgemm", loops=loops)
+    def batched(ins: tuple[Buffer, ...], c: Buffer, epilogue: GemmEpilogue | None) -> S.Stmt:
+        return gemm_call(kernel.symbol, (m, n, k, te.pointer(ins[0], *at(a.shape)), k, 1,
+                                         te.pointer(ins[1], *at(b.shape)), b_rs, b_cs),
+                         c, (*index, zero, zero), n, epilogue)
+
+    return te.extern(out.shape, [a, b], lambda ins, c: batched(ins, c, None), name="sgemm", loops=loops,
+                     gemm_output=_matrix_output(len(out.shape), False, batched))
 
 
 def gemm_prepacked_product(a: te.Tensor, bp: te.Tensor, out: TensorType, sched: ScheduleContext) -> te.Tensor | None:
@@ -228,6 +254,27 @@ def gemm_prepacked_product(a: te.Tensor, bp: te.Tensor, out: TensorType, sched: 
     kernel = choose_kernel(sched, rows, n, k, [], panel_width=bp.shape[-1])
     if kernel is None:
         return None
-    return te.extern(out.shape, [a, bp], lambda ins, c: te.call_extern(
-        kernel.prepacked_symbol, rows, n, k, te.pointer(ins[0]), k, 1, te.pointer(ins[1]), te.pointer(c), n),
-        name="sgemm")
+    first = (E.IntImm(0),) * len(out.shape)
+
+    def product(ins: tuple[Buffer, ...], c: Buffer, epilogue: GemmEpilogue | None) -> S.Stmt:
+        return gemm_call(kernel.prepacked_symbol, (rows, n, k, te.pointer(ins[0]), k, 1, te.pointer(ins[1])),
+                         c, first, n, epilogue)
+
+    return te.extern(out.shape, [a, bp], lambda ins, c: product(ins, c, None), name="sgemm",
+                     gemm_output=_matrix_output(len(out.shape), True, product))
+
+
+def gemm_call(entry: str, args: Sequence[E.ExprLike], c: Buffer, c_index: Sequence[E.ExprLike], ldc: E.ExprLike,
+              epilogue: GemmEpilogue | None) -> S.Stmt:
+    """The call `entry(*args, &c[c_index], ldc)`; with `epilogue`, its fused entry, which also runs the
+    epilogue on C (`tessera.te.gemm_epilogue`)."""
+    c_args = (te.pointer(c, *c_index), ldc)
+    if epilogue is None:
+        return te.call_extern(entry, *args, *c_args)
+    return te.call_extern(fused(entry), *args, *c_args, *epilogue.arguments(c_index))
+
+
+def _matrix_output(ndim: int, folded: bool, body: FusedBody) -> GemmOutput:
+    """A matrix product's C in its (..., m, n) output: rows the batch axes and m when they are `folded` into
+    one product, else m alone (one call per batch element); columns n."""
+    return GemmOutput(tuple(range(ndim - 1)) if folded else (ndim - 2,), (ndim - 1,), body)

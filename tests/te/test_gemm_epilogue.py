@@ -1,0 +1,208 @@
+"""An extern GEMM's elementwise tail run inside its calls (te/gemm_epilogue.py): the tail read as steps, the
+tails that must stay a pass of their own, and whole models built with and without the fusion, bit for bit."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tessera
+from tessera import te
+from tessera.codegen.c_library import calling_units
+from tessera.frontend import from_onnx
+from tessera.te.gemm_epilogue import GemmOutput, Step, match_epilogue
+from tessera.testing.models import ort_run
+from tessera.tir import expr as E
+from tessera.tir.buffer import Buffer
+
+lower_module = importlib.import_module("tessera.te.lower")  # (the package re-exports `lower`, the function)
+
+# ---------------------------------------------------------------- the tail as steps, no compiler
+OUT = Buffer("out", (1, 8, 4, 4), "float32")
+BIAS = Buffer("bias", (8, 1, 1), "float32")
+RESIDUAL = Buffer("res", (1, 8, 4, 4), "float32")
+AXES = tuple(te.axis(extent, name) for extent, name in zip(OUT.shape, "nchw"))
+CONV = GemmOutput((1,), (2, 3), lambda ins, out, epilogue: te.call_extern("unused"))
+ZERO, SIX = E.const(0.0, "float32"), E.const(6.0, "float32")
+
+
+def _c() -> E.PrimExpr:
+    """C's element: `out` at the tail's own index (the batch axis of extent 1 reads 0, as after lowering)."""
+    n, c, h, w = AXES
+    return E.BufferLoad(OUT, (E.IntImm(0), c.var, h.var, w.var), "float32")
+
+
+def _bias() -> E.BufferLoad:
+    return E.BufferLoad(BIAS, (AXES[1].var, E.IntImm(0), E.IntImm(0)), "float32")
+
+
+def _residual() -> E.BufferLoad:
+    return E.BufferLoad(RESIDUAL, (E.IntImm(0), *(a.var for a in AXES[1:])), "float32")
+
+
+def _relu(v: E.PrimExpr) -> E.PrimExpr:
+    return E.select(E.lt(v, ZERO), ZERO, v)
+
+
+def test_bias_then_relu_is_a_row_add_and_a_clamp() -> None:
+    epilogue = match_epilogue(_relu(E.add(_c(), _bias())), OUT, AXES, CONV)
+    assert epilogue is not None
+    assert epilogue.steps == (Step.ADD_ROW, Step.CLAMP_LT)
+    assert epilogue.operands == (_bias(),) and epilogue.constants == (0.0,)
+    assert epilogue.program == int(Step.ADD_ROW) | int(Step.CLAMP_LT) << 4
+
+
+def test_relu6_residual_on_the_left_and_a_constant_first_clamp_keep_their_order() -> None:
+    value = E.add(_residual(), E.add(_c(), _bias()))  # res + (C + bias): adds commute bit for bit
+    lower = E.select(E.le(value, ZERO), ZERO, value)
+    clamped = E.select(E.lt(SIX, lower), SIX, lower)  # 6 < v ? 6 : v is v > 6 ? 6 : v
+    epilogue = match_epilogue(clamped, OUT, AXES, CONV)
+    assert epilogue is not None
+    assert epilogue.steps == (Step.ADD_ROW, Step.ADD_ELEMENT, Step.CLAMP_LE, Step.CLAMP_GT)
+    assert epilogue.operands == (_bias(), _residual()) and epilogue.constants == (0.0, 6.0)
+
+
+def test_a_dense_layers_bias_runs_along_the_columns() -> None:
+    out, bias = Buffer("out", (1, 5, 12), "float32"), Buffer("bias", (12,), "float32")
+    axes = tuple(te.axis(extent, name) for extent, name in zip(out.shape, "bmn"))
+    c = E.BufferLoad(out, (E.IntImm(0), axes[1].var, axes[2].var), "float32")
+    matrix = GemmOutput((0, 1), (2,), CONV.fused_body)
+    epilogue = match_epilogue(E.add(c, E.BufferLoad(bias, (axes[2].var,), "float32")), out, axes, matrix)
+    assert epilogue is not None and epilogue.steps == (Step.ADD_COLUMN,)
+    scaled = match_epilogue(E.mul(c, E.const(0.125, "float32")), out, axes, matrix)
+    assert scaled is not None and scaled.steps == (Step.MUL_CONSTANT,) and scaled.constants == (0.125,)
+
+
+def test_the_arguments_point_each_operand_where_the_call_starts() -> None:
+    """A call whose C starts at channel 4 (the second group of 4): the bias from its element 4, the residual
+    from the same element as C; unused slots are 0."""
+    start = (E.IntImm(0), E.IntImm(4), E.IntImm(0), E.IntImm(0))
+    epilogue = match_epilogue(_relu(E.add(E.add(_c(), _bias()), _residual())), OUT, AXES, CONV)
+    assert epilogue is not None
+    program, bias, residual, f0, f1 = epilogue.arguments(start)
+    assert isinstance(program, E.IntImm) and program.value == epilogue.program
+    assert isinstance(bias, E.BufferPtr) and bias.buffer is BIAS and E.is_const(bias.offset, 4)
+    assert isinstance(residual, E.BufferPtr) and residual.buffer is RESIDUAL and E.is_const(residual.offset, 4 * 16)
+    assert E.is_const(f0, 0.0) and E.is_const(f1, 0.0)
+    scaled = match_epilogue(E.mul(E.add(_c(), _bias()), SIX), OUT, AXES, CONV)
+    assert scaled is not None
+    _, bias, unused, six, unused_constant = scaled.arguments(start)
+    assert E.is_const(unused, 0) and E.is_const(six, 6.0) and E.is_const(unused_constant, 0.0)
+
+
+def _channel_bias_indexed_by_height() -> E.PrimExpr:
+    wrong = E.BufferLoad(BIAS, (AXES[2].var, E.IntImm(0), E.IntImm(0)), "float32")  # bias[h]: no row, no column
+    return E.add(_c(), wrong)
+
+
+@pytest.mark.parametrize("value, why", [
+    (lambda: E.add(E.mul(_c(), E.const(2.0, "float32")), _bias()), "x * c + y: one FMA in the separate pass"),
+    (lambda: E.call(E.Intrinsic.EXP, [_c()], "float32"), "not a step"),
+    (lambda: E.add(E.add(E.add(_c(), _bias()), _residual()), _bias()), "three operands"),
+    (_channel_bias_indexed_by_height, "an operand along part of the column run"),
+    (lambda: E.add(E.BufferLoad(OUT, (E.IntImm(0), AXES[1].var, AXES[3].var, AXES[2].var), "float32"), _bias()),
+     "C at another element"),
+    (lambda: E.select(E.lt(_c(), ZERO), ZERO, _c(), guarded=True), "a guarded select"),
+    (lambda: E.select(E.lt(_c(), SIX), ZERO, _c()), "a select to another constant than its bound"),
+    (lambda: E.select(E.lt(_c(), E.const(float("nan"), "float32")), E.const(float("nan"), "float32"), _c()),
+     "a NaN bound"),
+    (lambda: _bias(), "no C at all"),
+])
+def test_other_tails_stay_a_pass_of_their_own(value, why) -> None:
+    assert match_epilogue(value(), OUT, AXES, CONV) is None, why
+
+
+# ---------------------------------------------------------------- whole models, fused and not
+def _model(nodes: list, inputs: list, inits: list) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "tail", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _conv_model(tail: str, groups: int = 1) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A 1x1 Conv with bias (ragged against every register tile: 42 output channels, 13 x 11 positions, a
+    batch of 2), then `tail`."""
+    rng = np.random.default_rng(len(tail) + groups)
+    c, oc, hw = 24, 42, (13, 11)
+    inits = [numpy_helper.from_array(rng.standard_normal((oc, c // groups, 1, 1)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(oc).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "lo"), numpy_helper.from_array(np.array(0.5, np.float32), "hi")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[1, 1], group=groups)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, *hw])]
+    feed = {"x": rng.standard_normal((2, c, *hw)).astype(np.float32)}
+    if tail == "relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif tail == "clip":
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    elif tail == "residual_relu":
+        nodes += [helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, oc, *hw]))
+        feed["r"] = rng.standard_normal((2, oc, *hw)).astype(np.float32)
+    elif tail == "silu":
+        nodes += [helper.make_node("Sigmoid", ["c"], ["g"]), helper.make_node("Mul", ["c", "g"], ["y"])]
+    return _model(nodes, inputs, inits), feed
+
+
+def _matmul_model(tail: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """(1, 37, 40) x a constant (40, 50), then `tail`; or a batched product of two inputs, scaled."""
+    rng = np.random.default_rng(7)
+    if tail == "scaled_batch":
+        inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("q", [3, 37, 24]), ("k", [3, 24, 37]))]
+        nodes = [helper.make_node("MatMul", ["q", "k"], ["m"]), helper.make_node("Mul", ["m", "s"], ["y"])]
+        inits = [numpy_helper.from_array(np.array(0.125, np.float32), "s")]
+        feed = {"q": rng.standard_normal((3, 37, 24)).astype(np.float32),
+                "k": rng.standard_normal((3, 24, 37)).astype(np.float32)}
+        return _model(nodes, inputs, inits), feed
+    inits = [numpy_helper.from_array(rng.standard_normal((40, 50)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(50).astype(np.float32), "b")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 37, 40]),
+              helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 37, 50])]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Add", ["a", "r"], ["y"])]
+    feed = {"x": rng.standard_normal((1, 37, 40)).astype(np.float32), "r": rng.standard_normal((1, 37, 50)).astype(np.float32)}
+    return _model(nodes, inputs, inits), feed
+
+
+def _fused_calls(lib) -> list[str]:
+    return re.findall(r"\b(ts_sgemm_\w+_fused)\(", "".join(calling_units(lib.c_sources).values()))
+
+
+def _run(lib, feed: dict[str, np.ndarray], threads: int) -> np.ndarray:
+    module = tessera.GraphModule(lib, num_threads=threads, adaptive_threads=False)
+    for name, value in feed.items():
+        module.set_input(name, value)
+    module.run()
+    return module.get_output(0)
+
+
+CASES = [(_conv_model, "relu", {}), (_conv_model, "clip", {}), (_conv_model, "residual_relu", {}),
+         (_conv_model, "relu", {"groups": 2}), (_matmul_model, "bias_residual", {}), (_matmul_model, "scaled_batch", {})]
+
+
+@pytest.mark.parametrize("make, tail, extra", CASES, ids=[f"{m.__name__[1:]}-{t}{'-g2' if e else ''}" for m, t, e in CASES])
+def test_fused_tails_compute_what_the_separate_pass_computes(make, tail, extra, monkeypatch) -> None:
+    model, feed = make(tail, **extra)
+    mod, params = from_onnx(model)
+    fused = tessera.build(mod, params=params, target="c")
+    assert _fused_calls(fused), "the tail runs inside the GEMM calls"
+    monkeypatch.setattr(lower_module, "match_epilogue", lambda *args: None)
+    separate = tessera.build(mod, params=params, target="c")
+    assert not _fused_calls(separate)
+    want = ort_run(model, feed)[0]
+    for threads in (1, 2):
+        got = _run(fused, feed, threads)
+        np.testing.assert_array_equal(got, _run(separate, feed, threads), err_msg=f"{threads} threads")
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_silu_tail_stays_a_pass_and_is_right() -> None:
+    model, feed = _conv_model("silu")
+    mod, params = from_onnx(model)
+    lib = tessera.build(mod, params=params, target="c")
+    assert not _fused_calls(lib)
+    np.testing.assert_allclose(_run(lib, feed, 1), ort_run(model, feed)[0], rtol=1e-4, atol=1e-5)
