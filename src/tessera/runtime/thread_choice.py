@@ -14,26 +14,34 @@ chooses per run instead: it times runs at N threads and at one, runs at the
 count whose recent runs took less time, and now and then tries the other
 count to notice when the load changes.
 
-How often it tries the other count is bounded by what that costs: at most
-one run in EXPLORE_EVERY, and rarer when the other count is much slower, so
-that its extra time stays near EXPLORE_SHARE of the total (on a quiet
-machine, DenseNet-121's one-thread runs take 28 ms more than its two-thread
-ones: one in 40 runs tries one thread). But at least one run in
-EXPLORE_RAREST tries it, since a count stands for its fastest recent run and
-the other count's runs may all have been slowed by a passing load: right
-after an onnxruntime session's runs, ic_resnet8's first two-thread runs
-took 1.7 ms against 0.26 ms at one thread, and runs stayed on one thread
-until a try found 0.17 ms, 256 runs later at a limit of 256. (Runs that
-slow turned out to come without onnxruntime too, from the pool thread woken
-onto the caller's CPU; runs now bind it elsewhere, crt/src/threads.c.)
+It tries the other count in bursts of BURST runs, and the first run of a
+burst (or of any switch) is not recorded: it wakes the pool thread, which
+slept through the runs at one thread. Timed one at a time, tries looked
+slow for that reason alone: in the benchmark's pattern (blocks of runs with
+onnxruntime runs and sleeps between them) ic_resnet8's two-thread tries
+averaged 0.84-1.3 ms against about 0.45 ms for two-thread runs back to
+back, and a module that had chosen one thread never came back to two.
 
-A count stands for the fastest of its recent runs, not their median: other
-processes only ever add time to a run, and they come and go between a
-model's runs. One thread is chosen only when clearly faster (by MARGIN);
-when the two tie, the module uses the threads its caller asked for. The
-outputs do not depend on the count (parallel loops share their iterations
-statically, and each element is computed by the same code on whichever
-thread), only the time.
+A count stands for the mean of its recent recorded runs, the slowest left
+out (one run hit by a passing process). Not their fastest: with another
+process keeping one core busy, runs at two threads are fast whenever that
+process happens to be off its core and slow otherwise, so their fastest
+kept two threads chosen while their mean was worse than one thread's (on a
+2-core AMD EPYC, Zen 3: ic_resnet8 0.98 ms a run on average at two threads,
+0.61 ms fixed at one; now 0.64-0.65 ms, against 0.55 fixed at one and
+0.92-1.01 fixed at two). One thread is chosen only when clearly faster (by
+MARGIN, 10%); when the two tie, the module uses the threads its caller
+asked for. (With a margin of 2%, a few slow runs at two threads on a quiet
+machine moved ic_resnet8's module to one thread: 0.47 ms a run against
+0.40-0.44 ms fixed at two.) The outputs do not depend on the count (parallel loops share their
+iterations statically, and each element is computed by the same code on
+whichever thread), only the time.
+
+How often it tries the other count is bounded by what that costs: at most
+one burst in EXPLORE_EVERY runs, and rarer when the other count is much
+slower, so that the extra time of the bursts stays near EXPLORE_SHARE of
+the total. But at least one in EXPLORE_RAREST runs, so that a change of
+load is noticed.
 """
 
 from __future__ import annotations
@@ -41,12 +49,13 @@ from __future__ import annotations
 import math
 from collections import deque
 
-WARM_UP = 3  # timed runs of each count before choosing (the first is with cold caches)
-WINDOW = 5  # the recent runs of a count whose fastest stands for it
-MARGIN = 0.02  # one thread is chosen when its runs take this share less time than all threads' runs
-EXPLORE_EVERY = 16  # at most one run in this many uses the count not chosen, to keep its time current
-EXPLORE_SHARE = 0.02  # ... and fewer, so the extra time of those runs stays about this share of the total
-EXPLORE_RAREST = 64  # ... but at least one run in this many, however slow the other count (see above)
+WARM_UP = 3  # recorded runs of each count before choosing
+WINDOW = 8  # the recent recorded runs of a count whose mean (the slowest left out) stands for it
+BURST = 4  # runs at the other count per try; the first is not recorded (see above)
+MARGIN = 0.1  # one thread is chosen when its runs take this share less time than all threads' runs (see above)
+EXPLORE_EVERY = 64  # at most one burst in this many runs, to keep the other count's time current
+EXPLORE_SHARE = 0.02  # ... and fewer, so the extra time of the bursts stays about this share of the total
+EXPLORE_RAREST = 256  # ... but at least one in this many runs, however slow the other count
 
 
 class ThreadChoice:
@@ -55,8 +64,8 @@ class ThreadChoice:
     One-call runs may choose and record from many threads at once. Neither
     takes a lock (a lock alone cost 1 us here, against 15 us for the
     smallest model's run): a deque's append is atomic, and a race between
-    two runs can only blur which one explores or leave a choice one run
-    stale.
+    two runs can only blur which one explores, drop or keep one run's time,
+    or leave a choice one run stale.
     """
 
     def __init__(self, most: int) -> None:
@@ -64,34 +73,39 @@ class ThreadChoice:
             raise ValueError(f"most must be at least 1, got {most}")
         self.counts = (most,) if most == 1 else (most, 1)
         self._most, self._one = most, self.counts[-1]
-        self._warm_up = self.counts * WARM_UP if most > 1 else ()  # alternate, most threads first
         self._recent: dict[int, deque[float]] = {c: deque(maxlen=WINDOW) for c in self.counts}
-        self._fastest = {c: math.inf for c in self.counts}  # of the recent runs
         self._chosen = most
         self._runs = 0
-        self._explore_every = EXPLORE_EVERY  # runs between two runs at the count not chosen
+        self._burst: tuple[int, int] = (most, 0)  # (count, runs left) of the try under way
+        self._explore_every = EXPLORE_EVERY  # runs between two tries of the count not chosen
         self._last_explored = 0  # the run number
+        self._previous: int | None = None  # the count of the last run recorded or not
 
     def choose(self) -> int:
         if self._most == 1:
             return self._chosen
         self._runs += 1
-        runs = self._runs
-        if runs <= len(self._warm_up):
-            return self._warm_up[runs - 1]
-        if runs - max(self._last_explored, len(self._warm_up)) >= self._explore_every:
-            self._last_explored = runs
-            return self._one if self._chosen == self._most else self._most
+        count, left = self._burst
+        if left > 0:
+            self._burst = (count, left - 1)
+            return count
+        other = self._other()
+        if len(self._recent[self._chosen]) >= WARM_UP and (
+                len(self._recent[other]) < WARM_UP or self._runs - self._last_explored >= self._explore_every):
+            self._last_explored = self._runs
+            self._burst = (other, BURST - 1)
+            return other
         return self._chosen
 
     def record(self, count: int, seconds: float) -> None:
-        recent = self._recent[count]
-        recent.append(seconds)
-        self._fastest[count] = min(recent)
-        most, one = self._fastest[self._most], self._fastest[self._one]
-        timed = most < math.inf  # (one thread is never timed first: warm-up starts with all)
+        previous, self._previous = self._previous, count
+        if previous != count:
+            return  # the first run at a count: its pool thread was asleep (or the caches cold)
+        self._recent[count].append(seconds)
+        most, one = _cost(self._recent[self._most]), _cost(self._recent[self._one])
+        timed = math.isfinite(most) and math.isfinite(one)
         self._chosen = self._one if timed and one < most * (1 - MARGIN) else self._most
-        self._explore_every = _explore_every(self._fastest[self._chosen], self._fastest[self._other()])
+        self._explore_every = _explore_every(_cost(self._recent[self._chosen]), _cost(self._recent[self._other()]))
 
     def _other(self) -> int:
         return self._one if self._chosen == self._most else self._most
@@ -101,9 +115,17 @@ class ThreadChoice:
         return self._chosen
 
 
+def _cost(recent: deque[float]) -> float:
+    """A count's time a run: the mean of its recent runs but the slowest (inf before WARM_UP of them)."""
+    if len(recent) < WARM_UP:
+        return math.inf
+    kept = sorted(recent)[:-1]
+    return sum(kept) / len(kept)
+
+
 def _explore_every(chosen: float, other: float) -> int:
     """Runs between two tries of the other count, whose runs take `other` seconds against `chosen`."""
     if not (math.isfinite(chosen) and math.isfinite(other)) or chosen <= 0:
         return EXPLORE_EVERY
-    extra = max(other - chosen, 0.0) / (EXPLORE_SHARE * chosen)  # runs whose time pays for one try
+    extra = BURST * max(other - chosen, 0.0) / (EXPLORE_SHARE * chosen)  # runs whose time pays for one try
     return min(max(EXPLORE_EVERY, math.ceil(extra)), EXPLORE_RAREST)
