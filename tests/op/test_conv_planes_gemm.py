@@ -15,6 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tessera
 from tessera import relay
+from tessera.codegen import c_gemm
+from tessera.codegen.c_gemm import DIRECT_ROWS
+from tessera.codegen.c_library import gemm_function
 from tessera.errors import TypeInferenceError
 from tessera.frontend import from_onnx
 from tessera.op.nn.conv import ConvAttrs, conv_reference
@@ -153,3 +156,27 @@ def test_a_weight_of_the_wrong_shape_is_refused_by_name():
     func = _packed_call((1, 5, 9, 8), weight, ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1)))  # 5 input channels
     with pytest.raises(TypeInferenceError, match=r"conv2d_planes_prepacked|packed weight"):
         infer_function(func)
+
+
+@pytest.mark.parametrize("oc", [16, DIRECT_ROWS, DIRECT_ROWS + 1])
+def test_few_output_channels_read_the_planes_in_place_with_the_same_bits(oc, monkeypatch):
+    """At most DIRECT_ROWS rows of C read the implicit im2col's rows where they lie in the planes (through the
+    row offsets) instead of packing them: the same multiply-adds in the same order, so the same bits as packed."""
+    model = conv_model(8, oc, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (13, 21), batch=2)
+    mod, params = from_onnx(model)
+    direct = tessera.build(mod, params=params, target=AVX2)
+    in_place = "const int direct = DIRECT_ROWS > 0 && !bp && b_cs == 1"
+    assert in_place in direct.c_sources["kernels_library.c"]
+    plain_driver = c_gemm.driver_source
+    monkeypatch.setattr(c_gemm, "driver_source", lambda g: plain_driver(g).replace(in_place, in_place + " && !b_rows"))
+    gemm_function.cache_clear()
+    try:
+        packed = tessera.build(mod, params=params, target=AVX2)
+    finally:
+        monkeypatch.undo()
+        gemm_function.cache_clear()
+    assert "!b_rows" in packed.c_sources["kernels_library.c"]
+    require_level("x86-64-v3")
+    x = np.random.default_rng(4).standard_normal((2, 8, 13, 21)).astype(np.float32)
+    np.testing.assert_array_equal(direct(x)[0], packed(x)[0])
+    np.testing.assert_allclose(direct(x)[0], ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)

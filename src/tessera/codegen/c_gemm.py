@@ -119,14 +119,20 @@ def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
     nv = g.nr // lanes
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(g.mr)]
     lines = [f"  {vtype} {', '.join(f'{n} = {mm}_setzero_ps()' for n in row)};" for row in acc]
-    lines += [
-        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += bs) {",
-        f"    {vtype} {', '.join(f'b{v} = {mm}_loadu_ps(b + {v * lanes})' for v in range(nv))};",
-    ]
-    for r in range(g.mr):
-        fmas = " ".join(f"{acc[r][v]} = {mm}_fmadd_ps(x, b{v}, {acc[r][v]});" for v in range(nv))
-        lines.append(f"    {{ {vtype} x = {mm}_set1_ps(a[{r}]); {fmas} }}")
-    lines += ["  }", "  if (mv == MR && nv == NR) {", "    if (add) {"]
+
+    def step(row: str) -> list[str]:
+        """One k step's multiply-adds, B's row at `row`."""
+        loads = [f"      {vtype} {', '.join(f'b{v} = {mm}_loadu_ps({row} + {v * lanes})' for v in range(nv))};"]
+        return loads + [f"      {{ {vtype} x = {mm}_set1_ps(a[{r}]); "
+                        + " ".join(f"{acc[r][v]} = {mm}_fmadd_ps(x, b{v}, {acc[r][v]});" for v in range(nv)) + " }"
+                        for r in range(g.mr)]
+
+    lines += ["  if (rows)  /* B's rows where they lie, through their offsets */",
+              "    for (int64_t p = 0; p < kc; ++p, a += MR) {", "      const float* row = b + rows[p];", *step("row"),
+              "    }",
+              "  else",
+              "    for (int64_t p = 0; p < kc; ++p, a += MR, b += bs) {", *step("b"), "    }"]
+    lines += ["  if (mv == MR && nv == NR) {", "    if (add) {"]
     for r in range(g.mr):
         lines.append("      " + " ".join(
             f"{acc[r][v]} = {mm}_add_ps({acc[r][v]}, {mm}_loadu_ps(c + {r} * ldc + {v * lanes}));" for v in range(nv)))
@@ -187,18 +193,22 @@ def _vector_epilogue(acc: list[list[str]], vtype: str, lanes: int, mm: str) -> l
 def _plain_body() -> list[str]:
     return [
         "  float t[MR * NR] = {0};",
-        "  for (int64_t p = 0; p < kc; ++p, a += MR, b += bs)",
+        "  for (int64_t p = 0; p < kc; ++p, a += MR) {",
+        "    const float* row = rows ? b + rows[p] : b + p * bs;",
         "    for (int r = 0; r < MR; ++r)",
-        "      for (int j = 0; j < NR; ++j) t[r * NR + j] += a[r] * b[j];",
+        "      for (int j = 0; j < NR; ++j) t[r * NR + j] += a[r] * row[j];",
+        "  }",
     ]
 
 
 def microkernel_source(g: GemmKernel) -> str:
-    """`<symbol>_tile(kc, a, b, bs, c, ldc, mv, nv, add, ep, i, j)`: C[:mv, :nv] (+)= A panel . B panel, B's
-    row p at `b + p * bs` (NR in a packed micro-panel, B's own row stride where it is read in place); then,
+    """`<symbol>_tile(kc, a, b, bs, rows, c, ldc, mv, nv, add, ep, i, j)`: C[:mv, :nv] (+)= A panel . B panel,
+    B's row p at `b + rows[p]` where `rows` is not null (an implicit im2col read in place), else at `b + p * bs`
+    (NR in a packed micro-panel, B's own row stride where it is read in place); then,
     where `ep` is not null, its program on the tile, which lies at row i, column j of the whole C."""
     lines = [f"static inline void {g.symbol}_tile(int64_t kc, const float* restrict a, const float* restrict b,",
-             "    int64_t bs, float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add, const ts_sgemm_epilogue* ep,",
+             "    int64_t bs, const int32_t* restrict rows, float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add,",
+             "    const ts_sgemm_epilogue* ep,",
              "    int64_t i, int64_t j) {",
              f"  enum {{ MR = {g.mr}, NR = {g.nr} }};"]
     isas = [isa for isa in _ISAS if g.nr % isa[2] == 0]
@@ -253,7 +263,9 @@ static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_
 # and a panel is whole: packing copies all of B for only a few tiles per panel. 6x16 prepacked_a, in-process A/B
 # over 15 rounds on a Zen 3: m x k x n = 24x96x3136 0.86x the time, 18x64x3136 0.80x, 12x144x784 0.71x,
 # 24x576x196 0.86x; 4x16 at 16x96x3136 (mobilenet_v2_block's projection) 0.88x, but 32x64x3136 1.03x.
-# AVX-512's 32-column panels are unmeasured and keep packing.
+# A convolution's implicit im2col (the planes entry) is read in place too, its rows through their offsets:
+# ic_resnet8 (16-channel 3x3s) 0.97x the time at one thread and 0.98x at two (12 rounds, medians), squeezenet
+# and kws_ds_cnn unchanged. AVX-512's 32-column panels are unmeasured and keep packing.
 DIRECT_ROWS = 24
 
 
@@ -303,17 +315,19 @@ def driver_source(g: GemmKernel) -> str:
         for (int64_t j0 = jc; j0 < jc_end; j0 += NR) {{
           const int64_t nv = n - j0 < NR ? n - j0 : NR;
           /* prepacked: micro-panel j0 / NR is k x NR floats, its rows p0.. a contiguous KC x NR block */
-          /* few rows of C: B's rows are read where they are, a whole panel of contiguous columns at a time */
-          const int direct = DIRECT_ROWS > 0 && !bp && !b_rows && b_cs == 1 && nv == NR && mc <= DIRECT_ROWS;
-          const float* panel = bp ? bp + j0 * k + p0 * NR : direct ? b + p0 * b_rs + j0 : pb;
+          /* few rows of C: B's rows are read where they are (through b_rows for an implicit im2col), a whole
+             panel of contiguous columns at a time */
+          const int direct = DIRECT_ROWS > 0 && !bp && b_cs == 1 && nv == NR && mc <= DIRECT_ROWS;
+          const float* panel = bp ? bp + j0 * k + p0 * NR : direct ? b + (b_rows ? 0 : p0 * b_rs) + j0 : pb;
           if (!bp && !direct)
             {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + j0 * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
           const int64_t bs = direct ? b_rs : NR;
+          const int32_t* rows = direct && b_rows ? b_rows + p0 : 0;
           for (int64_t ir = 0; ir < mc; ir += MR) {{
             const int64_t mv = mc - ir < MR ? mc - ir : MR;
             float* tile = c + (i0 + ir) * ldc + j0;
-            {s}_tile(kc, apanels + ir * astep, panel, bs, tile, ldc, mv, nv, p0 > 0, p0 + kc == k ? ep : 0, i0 + ir,
-                     j0);
+            {s}_tile(kc, apanels + ir * astep, panel, bs, rows, tile, ldc, mv, nv, p0 > 0, p0 + kc == k ? ep : 0,
+                     i0 + ir, j0);
           }}
         }}
       }}
