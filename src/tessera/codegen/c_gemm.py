@@ -99,7 +99,7 @@ typedef struct {{
   float constant[{MAX_CONSTANTS}];
 }} ts_sgemm_epilogue;
 /* not inlined into the tile (which runs it on ragged tiles only): gcc compiled ResNet-50's library unit in
-   3.2-3.4 s with it inlined, 1.5-2.2 s without (1.3-1.9 s before epilogues) */
+   3.2-3.4 s with it inlined, 1.5-2.2 s without (1.1-1.9 s before epilogues) */
 TS_GEMM_DRIVER static void ts_sgemm_epilogue_apply(const ts_sgemm_epilogue* ep, float* c, int64_t ldc, int64_t i,
     int64_t j, int64_t mv, int64_t nv) {{
   int operand = 0, constant = 0;
