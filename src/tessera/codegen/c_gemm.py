@@ -275,7 +275,7 @@ def direct_rows(g: GemmKernel) -> int:
 
 
 def driver_source(g: GemmKernel) -> str:
-    """`<symbol>_run(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, bp, c, ldc)`: the blocked loops around
+    """`<symbol>_run(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, ep)`: the blocked loops around
     packing and tiles. B is read through its strides and packed here, or, when `bp` is not null, read from
     `bp`: B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant packed at compile
     time), so no B packing runs at all. Likewise A from `ap` when it is not null (`pack_a_panels`). A block of
@@ -285,7 +285,8 @@ def driver_source(g: GemmKernel) -> str:
     product on their share (each packs its own A block): one fork and one join per call, no barrier
     inside, so a thread delayed by a busy core holds up the others only once. A share whose rows of C
     exceed `ts_sgemm_c_block_bytes()` (L2_SHARE of L2) runs as even blocks of columns, each through every
-    K block while its C is in L2 (A is packed again per block: m x k against m x n x k multiply-adds)."""
+    K block while its C is in L2 (A is packed again per block: m x k against m x n x k multiply-adds). Where `ep`
+    is not null, each tile's last K block runs its epilogue program (te/gemm_epilogue.py)."""
     s = g.symbol
     return f"""TS_GEMM_DRIVER static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
     int64_t a_cs, const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp,

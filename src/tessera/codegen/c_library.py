@@ -74,17 +74,16 @@ class LibraryFunction:
     shared: bool = True
 
 
-@functools.cache  # (per call site otherwise: four entries' C text each time)
+@functools.cache  # (per call site otherwise: eight entries' C text each time)
 def gemm_function(kernel: GemmKernel, entry: str) -> LibraryFunction:
     """The GEMM entry `entry` of `kernel` (one of `kernel.entries`)."""
     common = ((HEADERS_KEY, HEADERS), ("ts_sgemm_c_block_bytes", C_BLOCK_SOURCE), (EPILOGUE_KEY, EPILOGUE_SOURCE),
               (f"{kernel.symbol}_driver", gemm_source(kernel)))
-    entries = kernel.entries
     definition = entry_source(kernel, entry)
     return LibraryFunction(
         entry,
         (*common, (entry, definition)),
-        (*common, *((e, _external(entry_source(kernel, e), e)) for e in entries)),
+        (*common, *((e, _external(entry_source(kernel, e), e)) for e in kernel.entries)),
         _prototype(definition, entry),
     )
 

@@ -233,8 +233,7 @@ class CodeGenC:
 
     def declare_gemm(self, kernel: GemmKernel, entry: str) -> None:
         """Define the packed-panel GEMM `kernel` (and the ISA headers it needs) in this unit, with the
-        entry `entry` (`kernel.symbol`, or `kernel.prepacked_symbol` / `prepacked_a_symbol` for B / A packed at
-        compile time)."""
+        entry `entry` (one of `kernel.entries`)."""
         self.declare_library(gemm_function(kernel, entry))
 
     def note_workspace(self) -> None:

@@ -76,7 +76,7 @@ class ThreadChoice:
         self.counts = (most,) if most == 1 else (most, 1)
         self._most, self._one = most, self.counts[-1]
         self._recent: dict[int, deque[float]] = {c: deque(maxlen=WINDOW) for c in self.counts}
-        self._cost = {c: math.inf for c in self.counts}  # of the recent runs (`_cost`)
+        self._costs = {c: math.inf for c in self.counts}  # `_cost` of each count's recent runs
         self._chosen = most
         self._runs = 0
         self._burst: tuple[int, int] = (most, 0)  # (count, runs left) of the try under way
@@ -106,11 +106,11 @@ class ThreadChoice:
             return  # the first run at a count: its pool thread was asleep (or the caches cold)
         recent = self._recent[count]
         recent.append(seconds)
-        cost = self._cost
-        cost[count] = _cost(recent)
-        most, one = cost[self._most], cost[self._one]
+        costs = self._costs
+        costs[count] = _cost(recent)
+        most, one = costs[self._most], costs[self._one]
         self._chosen = self._one if one < most * (1 - MARGIN) else self._most  # (False while one is inf)
-        self._explore_every = _explore_every(cost[self._chosen], cost[self._other()])
+        self._explore_every = _explore_every(costs[self._chosen], costs[self._other()])
 
     def _other(self) -> int:
         return self._one if self._chosen == self._most else self._most

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import dtype as dt
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.functor import substitute_stmt
-from .gemm_epilogue import GemmOutput
 from .tensor import ComputeOp, IterKind, IterVar, Tensor
+
+if TYPE_CHECKING:
+    from .gemm_epilogue import GemmOutput  # (which uses `pointer`)
 
 ExternBody = Callable[[tuple[Buffer, ...], Buffer], S.Stmt]  # (input buffers, output buffer) -> statement
 

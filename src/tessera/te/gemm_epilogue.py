@@ -35,7 +35,8 @@ from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
 from ..tir.functor import substitute
-from .tensor import IterVar
+from .extern import pointer
+from .tensor import IterVar, is_own_index
 
 
 class Step(enum.IntEnum):
@@ -82,9 +83,7 @@ class GemmEpilogue:
         """The fused entry's trailing arguments for a call whose C starts at output element `out_index`:
         the program, MAX_OPERANDS operand pointers (0 where unused), MAX_CONSTANTS constants."""
         at = {var: E.as_expr(i) for var, i in zip(self.axes, out_index)}
-        pointers: list[E.PrimExpr] = [
-            E.BufferPtr(load.buffer, _flat(load.buffer, [substitute(i, at) for i in load.indices]))
-            for load in self.operands]
+        pointers = [pointer(load.buffer, *(substitute(i, at) for i in load.indices)) for load in self.operands]
         pointers += [E.IntImm(0)] * (MAX_OPERANDS - len(pointers))
         constants = [E.FloatImm(v, "float32") for v in self.constants]
         constants += [E.FloatImm(0.0, "float32")] * (MAX_CONSTANTS - len(constants))
@@ -135,7 +134,7 @@ class _Matcher:
     def steps(self, e: E.PrimExpr) -> _Found | None:
         """The steps that turn C's element into `e`, innermost first."""
         if isinstance(e, E.BufferLoad) and e.buffer is self.out:
-            return [] if _is_own_index(e.indices, self.axes) else None
+            return [] if is_own_index(e.indices, self.axes) else None
         if isinstance(e, E.Select) and not e.guarded:
             return self._clamp(e)
         if isinstance(e, E.BinaryOp) and e.op in (E.BinOp.ADD, E.BinOp.MUL) and e.dtype == "float32":
@@ -169,7 +168,7 @@ class _Matcher:
     def _operand_step(self, e: E.PrimExpr) -> tuple[Step, E.BufferLoad] | None:
         if not isinstance(e, E.BufferLoad) or e.buffer is self.out or e.dtype != "float32":
             return None
-        if e.buffer.shape == self.out.shape and _is_own_index(e.indices, self.axes):
+        if e.buffer.shape == self.out.shape and is_own_index(e.indices, self.axes):
             return (Step.ADD_ELEMENT, e)
         for step, axes in ((Step.ADD_ROW, self.layout.row_axes), (Step.ADD_COLUMN, self.layout.column_axes)):
             if self._runs_along(e, axes):
@@ -199,22 +198,9 @@ class _Matcher:
         return bool(used)
 
 
-def _is_own_index(indices: tuple[E.PrimExpr, ...], axes: tuple[IterVar, ...]) -> bool:
-    """True when `indices` address element (axes...) itself (extent-1 axes may read 0)."""
-    return len(indices) == len(axes) and all(
-        i is a.var or (a.extent == 1 and E.is_const(i, 0)) for i, a in zip(indices, axes))
-
-
 def _strides(shape: tuple[int, ...]) -> list[int]:
     strides, step = [], 1
     for extent in reversed(shape):
         strides.append(step)
         step *= extent
     return strides[::-1]
-
-
-def _flat(buf: Buffer, indices: Sequence[E.PrimExpr]) -> E.PrimExpr:
-    flat: E.PrimExpr = E.IntImm(0)
-    for extent, index in zip(buf.shape, indices):
-        flat = E.add(E.mul(flat, extent), index)
-    return flat

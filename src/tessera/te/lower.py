@@ -52,7 +52,8 @@ from .extern import ExternOp, loop_nest
 from .gemm_epilogue import GemmEpilogue, match_epilogue
 from .loop_shapes import merge_contiguous_axes, split_innermost
 from .parallel import PARALLEL_MIN_WORK, ROW_PARTS, parallel_outer, runs_in_row_parts, stage_work
-from .tensor import Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor, producer_of
+from .tensor import (Check, Combiner, ComputeOp, IterKind, IterVar, PlaceholderOp, Reduce, Tensor, is_own_index,
+                     producer_of)
 
 Stage = ComputeOp | ExternOp
 
@@ -218,7 +219,7 @@ class _Lowering:
                     or user.dtype != op.dtype or id(user) in taken or id(user) in self.per_iteration):
                 break
             reads = [n for n in walk_expr(user.body) if isinstance(n, E.ProducerLoad) and producer_of(n).op is tail]
-            if not all(_is_own_index(n.indices, user.axes) for n in reads):
+            if not all(is_own_index(n.indices, user.axes) for n in reads):
                 break
             tail = user
             if id(user) in output_ops or user.materialize:
@@ -279,7 +280,7 @@ class _Lowering:
             self._expanded.clear()
             reads = [n for n in walk_expr(body) if isinstance(n, E.BufferLoad) and n.buffer is marker]
             checked = any(isinstance(n, E.BufferLoad) and n.buffer is marker for c in conds for n in walk_expr(c))
-            if reads and not checked and all(_is_own_index(n.indices, user.axes) for n in reads):
+            if reads and not checked and all(is_own_index(n.indices, user.axes) for n in reads):
                 self.epilogue_of[id(op)] = user
                 self.buffers[id(op)] = self.buffers[id(user)]
                 if user.dtype != op.dtype:
@@ -601,13 +602,6 @@ class _Lowering:
         value = self._simplified(producer, substitute(self.expand(user.body), mapping))
         index = tuple(a.var for a in producer.axes)
         return S.BufferStore(self.buffers[id(user)], value, index)
-
-
-def _is_own_index(indices: tuple[E.PrimExpr, ...], axes: tuple[IterVar, ...]) -> bool:
-    """True when `indices` address element (axes...) itself (extent-1 axes may read 0)."""
-    return all(
-        i is a.var or (a.extent == 1 and E.is_const(i, 0)) for i, a in zip(indices, axes)
-    )
 
 
 def source_at_zero(source: E.PrimExpr, k: E.Var) -> E.PrimExpr:

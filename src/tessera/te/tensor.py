@@ -41,6 +41,12 @@ class IterVar:
         return self.var.name
 
 
+def is_own_index(indices: Sequence[E.PrimExpr], axes: Sequence[IterVar]) -> bool:
+    """True when `indices` address element (axes...) itself (extent-1 axes may read 0)."""
+    return len(indices) == len(axes) and all(
+        i is a.var or (a.extent == 1 and E.is_const(i, 0)) for i, a in zip(indices, axes))
+
+
 class Combiner(enum.Enum):
     SUM = "sum"
     PROD = "prod"
