@@ -29,9 +29,10 @@ KERNELS = sorted({g for kernels in KERNELS_BY_LANES.values() for g in kernels}, 
 # the -march of each branch of the microkernel: x86-64 (SSE2 only) compiles the plain C one
 BRANCHES = {"plain": "x86-64", "avx2": "x86-64-v3", "avx512": "x86-64-v4"}
 # (m, n, k): ragged against every tile, one K block and several, one M block (MC) and several, one block of
-# columns (C_BLOCK_BYTES) and two, DIRECT_ROWS rows (B read in place where its columns are contiguous) and one more
+# columns (C_BLOCK_BYTES) and two, DIRECT_ROWS rows (B read in place where its columns are contiguous) and one more,
+# last rows of every count below MR (6x16's remainder tile: 4 rows whole and ragged, 2 rows)
 SHAPES = [(1, 1, 1), (5, 17, 5), (17, 5, 771), (197, 771, 17), (13, 33, 300), (600, 40, 260), (197, 1100, 40),
-          (DIRECT_ROWS, 50, 300), (DIRECT_ROWS + 1, 50, 40)]
+          (DIRECT_ROWS, 50, 300), (DIRECT_ROWS + 1, 50, 40), (16, 48, 300), (15, 33, 20), (20, 64, 9)]
 
 WRAPPERS = r"""
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
