@@ -77,8 +77,8 @@ def test_convolutions_as_one_gemm_over_planes_match_onnxruntime(c, oc, kernel, s
     mod, params = from_onnx(model)
     lib = tessera.build(mod, params=params, target=AVX2)
     assert [ops[0] for ops in kernel_ops(lib)] == ["nn.conv2d_planes_prepacked"]
-    source = "".join(lib.c_sources.values())
-    assert re.search(r"(?<!static void )ts_sgemm_6x16_planes\(", source), "the kernel calls the planes entry"
+    source = "".join(text for name, text in lib.c_sources.items() if name != "kernels_library.c")
+    assert re.search(r"ts_sgemm_6x16_planes(_fused)?\(", source), "the kernel calls the planes entry"
     require_level("x86-64-v3")
     x = np.random.default_rng(1).standard_normal((2, c, *hw)).astype(np.float32)
     want = ort_session(model).run(None, {"x": x})[0]
@@ -107,6 +107,27 @@ def test_plane_layout_holds_every_tap_and_the_dropped_columns():
     # 56 + 2 padded rows, one more for the dropped columns' reads; stride 2 halves both (rounding up)
     assert PlaneLayout.of((56, 56), (1, 1), (1, 1, 1, 1)) == PlaneLayout(59, 58)
     assert PlaneLayout.of((224, 224), (2, 2), (3, 3, 3, 3), (7, 7)) == PlaneLayout(116, 115, (2, 2))
+    # a column stride of 1: a plane per column tap, as wide as the output, none for a larger stride
+    shifted = PlaneLayout.shifted_of((56, 56), (1, 1), (1, 1, 1, 1), (3, 3))
+    assert shifted == PlaneLayout(59, 56, (1, 3), 1) and shifted.shifted and shifted.floats(64) == 64 * 3 * 59 * 56
+    assert PlaneLayout.shifted_of((56, 56), (2, 1), (1, 1, 1, 1), (3, 3)) == PlaneLayout(30, 56, (2, 3), 1)
+    assert PlaneLayout.shifted_of((56, 56), (1, 2), (1, 1, 1, 1), (3, 3)) is None
+    assert not PlaneLayout.of((56, 56), (1, 1), (1, 1, 1, 1)).shifted
+
+
+def test_shifted_planes_where_the_columns_they_save_outweigh_the_copies():
+    def choose(in_shape, out_channels):
+        out_shape = (1, out_channels, *in_shape[2:])
+        return PlaneLayout.choose(in_shape, out_shape, (1, 1), (1, 1, 1, 1), (3, 3), (1, 1)).shifted
+
+    assert choose((1, 96, 14, 14), 128)  # 16 columns a row for 14: one micro-panel in 14
+    assert choose((1, 64, 28, 28), 128)  # 53 micro-panels against 49, and no copy into NCHW
+    assert not choose((1, 128, 112, 112), 128)  # 20 MB of shifted planes: past MAX_SHIFTED_BYTES
+    assert not choose((1, 512, 7, 7), 512)  # 4 micro-panels either way: three copies of the input cost more
+    strided = PlaneLayout.choose((1, 64, 56, 56), (1, 64, 28, 28), (2, 2), (1, 1, 1, 1), (3, 3), (1, 1))
+    assert not strided.shifted
+
+
     # every tap of a strided 1x1 (or of a 3x3 of dilation 2, stride 2) reads stride phase 0: only it is copied
     assert PlaneLayout.of((56, 56), (2, 2), (0, 0, 0, 0), (1, 1)).phases == (1, 1)
     assert PlaneLayout.of((56, 56), (2, 2), (2, 2, 2, 2), (3, 3), (2, 2)).phases == (1, 1)
@@ -180,3 +201,35 @@ def test_few_output_channels_read_the_planes_in_place_with_the_same_bits(oc, mon
     x = np.random.default_rng(4).standard_normal((2, 8, 13, 21)).astype(np.float32)
     np.testing.assert_array_equal(direct(x)[0], packed(x)[0])
     np.testing.assert_allclose(direct(x)[0], ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_shifted_planes_write_the_output_with_the_same_bits_as_pitched_ones(residual, monkeypatch):
+    """Shifted planes make C the NCHW output: the GEMM writes it, bias, residual and Relu run on its tiles
+    (the fused entry), and no copy out of a product remains; the same products in the same order as over
+    pitched planes and their copy, so the same bits."""
+    c, oc, hw = 16, 32, (14, 14)
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((oc, c, 3, 3)) / 12).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    if residual:  # r: the input's first 32 channels twice over, a residual of the output's shape
+        nodes += [helper.make_node("Concat", ["x", "x"], ["r"], axis=1), helper.make_node("Add", ["y", "r"], ["s"])]
+    nodes += [helper.make_node("Relu", ["s" if residual else "y"], ["z"])]
+    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, *hw])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod, params = from_onnx(model)
+    shifted = tessera.build(mod, params=params, target=AVX2)
+    kernels = "".join(text for name, text in shifted.c_sources.items() if name != "kernels_library.c")
+    assert "ts_sgemm_6x16_planes_fused(" in kernels and "conv2d_gemm_buf" not in kernels
+    pitched_of = PlaneLayout.of
+    monkeypatch.setattr(PlaneLayout, "choose", classmethod(
+        lambda cls, i, o, strides, padding, kernel, dilation: pitched_of(i[2:], strides, padding, kernel, dilation)))
+    pitched = tessera.build(mod, params=params, target=AVX2)
+    assert "conv2d_gemm_buf" in "".join(pitched.c_sources.values())
+    require_level("x86-64-v3")
+    x = np.random.default_rng(8).standard_normal((2, c, *hw)).astype(np.float32)
+    np.testing.assert_array_equal(shifted(x)[0], pitched(x)[0])
+    np.testing.assert_allclose(shifted(x)[0], ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)

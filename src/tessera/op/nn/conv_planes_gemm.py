@@ -6,16 +6,29 @@ multiply-adds per second on VGG-19's and Inception's 3x3 layers (AMD EPYC Zen 3,
 GEMM microkernel ran a matrix product of the same size at 33-37 G, onnxruntime's speed.
 
 So here the convolution is that product: out[c, p] = sum over k of W[c, k] . B[k, p], where k runs over
-(input channel, tap) and p over the positions of the output's rows laid out with the input planes' pitch
-(`pitch - out_width` columns per row are computed and dropped). Row k of B is the input plane of k's
-channel and stride phase, shifted by k's tap: a contiguous run of memory, so B is never built (an
-implicit im2col): the microkernel's packing reads its micro-panels from the planes through a table of row
-offsets (`ts_sgemm_<MR>x<NR>_planes`). The weight, (OC, IC x KH x KW), is packed at compile time into the
-microkernel's A micro-panels (`pack_planes_weights`).
+(input channel, tap) and p over output positions. Row k of B is a plane of the input, shifted by k's tap: a
+contiguous run of memory, so B is never built (an implicit im2col): the microkernel's packing reads its
+micro-panels from the planes through a table of row offsets (`ts_sgemm_<MR>x<NR>_planes`). The weight,
+(OC, IC x KH x KW), is packed at compile time into the microkernel's A micro-panels (`pack_planes_weights`).
 
-    planes[n, c, ph, pw, r, x] = data[n, c, r*sh + ph - top, x*sw + pw - left]  (zero outside: `plane_copy`)
-    product[n, c, y*pitch + x]  = the GEMM, y < out_height, x < pitch
-    out[n, c, y, x]             = product[n, c, y*pitch + x]  (fused epilogues run here)
+Two layouts of the planes (`PlaneLayout`):
+
+- a column stride of 1 (most 3x3s): one copy of each input plane per column tap, shifted by that tap and
+  as wide as the output, so p runs over the output's own positions and C is the NCHW output itself; the
+  GEMM writes it directly, running the fused tail on each finished tile (`te.gemm_epilogue`):
+
+      planes[n, c, ph, j, r, x] = data[n, c, r*sh + ph - top, x + j - left]  (zero outside: `plane_copy`)
+      out[n, c, y*out_width + x] = the GEMM
+
+  (KW copies of the input instead of one, against no second pass over the output and no dropped columns:
+  VGG-19's 3x3s computed 226 columns a row for 224, Inception's 14x14s 16 for 14);
+- a larger column stride: the padded input planes of each stride phase, their rows `pitch` wide, and p
+  runs over the output's rows laid out with that pitch (`pitch - out_width` columns per row are computed
+  and dropped in a copy into NCHW, where fused tails run):
+
+      planes[n, c, ph, pw, r, x] = data[n, c, r*sh + ph - top, x*sw + pw - left]
+      product[n, c, y*pitch + x]  = the GEMM, y < out_height, x < pitch
+      out[n, c, y, x]             = product[n, c, y*pitch + x]
 
 The PackGemmWeights pass writes it in place of `nn.conv2d(data, constant)` where `planes_gemm_kernel` says
 so: for now on AVX2 only, where it was measured.
@@ -34,6 +47,7 @@ from ...errors import TypeInferenceError
 from ...relay.ty import TensorType, Type
 from ...target.simd import float32_lanes
 from ...target.target import Target
+from ...te.gemm_epilogue import GemmEpilogue, GemmOutput
 from ...tir import expr as E
 from ...tir import stmt as S
 from ...tir.buffer import Buffer
@@ -42,7 +56,7 @@ from ..registry import OpPattern, register_op
 from ..schedule_context import ScheduleContext
 from .conv import ConvAttrs, conv_output_size, conv_reference
 from .conv_planes import plane_copy
-from .gemm import DEFAULT_KERNELS_BY_LANES, KERNELS_BY_LANES, GemmKernel, default_kernel, pack_a_panels
+from .gemm import DEFAULT_KERNELS_BY_LANES, KERNELS_BY_LANES, GemmKernel, default_kernel, gemm_call, pack_a_panels
 
 WORKLOAD_LANES = (8,)  # float32 lanes of the targets the pass packs for (AVX2; AVX-512 is unmeasured)
 MIN_OUT_CHANNELS = 16  # fewer rows of A leave most of a 6-row micro-panel's loads unshared
@@ -50,6 +64,19 @@ MIN_OUT_CHANNELS = 16  # fewer rows of A leave most of a 6-row micro-panel's loa
 # Zen 3, time against the schedule it replaced: 3x3 convolutions 64->64 at 8x8 0.78, 512->512 at 7x7 0.88,
 # 128->128 at 6x6 (planar) 0.55, 16->32 at 16x16 0.82; 64->64 at 5x5 (35 positions) 1.07, about even
 MIN_POSITIONS = 32
+# Shifted planes or pitched ones (`PlaneLayout.choose`): a multiply-add in the microkernel costs about this many
+# times less than copying a float (0.02-0.04 ns against 0.1-0.5 ns, te/parallel.py), and columns are computed
+# in micro-panels of PANEL_COLUMNS (AVX2's NR). Against pitched planes everywhere, medians of 8-10 in-process
+# rounds on a Zen 3, shifted everywhere took Inception-v2 0.95x the time at one thread and 0.94x at two,
+# SqueezeNet 0.96x and 0.97x, Inception-v1 0.97x, but VGG-19 1.01x (its 224x224 planes tripled to 39 MB) and
+# DenseNet-121 1.01x (32 output channels from 128 and more input channels).
+MACS_PER_COPIED_FLOAT = 8
+PANEL_COLUMNS = 16
+# Larger shifted planes keep the pitched ones: the GEMM's B rows then span more memory than the caches and the
+# TLB reach (4 KiB pages) hold. VGG-19's 3x3s, the kernel alone in a C harness, shifted against pitched: 1.13x
+# the time for 128 -> 128 channels at 112x112 (20 MB of shifted planes), 1.03x for 256 at 56x56 (10 MB),
+# 0.98x for 512 at 14x14 (1.5 MB).
+MAX_SHIFTED_BYTES = 2 << 20
 # the entry keeps a row offset per (input channel, tap) on the stack: at most 256 KiB of it (worker and
 # Python threads have megabytes of stack); deeper reductions keep the planar schedule
 MAX_DEPTH = 1 << 16
@@ -69,19 +96,58 @@ class PlanesGemmAttrs:
 
 @dataclass(frozen=True)
 class PlaneLayout:
-    """The padded input planes of one image: (channels, phases_h, phases_w, rows, pitch) floats."""
+    """The input planes of one image: (channels, phases_h, phases_w, rows, pitch) floats. Plane (ph, pw) of a
+    channel holds the padded input from row ph and column pw on, every `column_stride`-th column."""
 
     rows: int  # per stride phase, one more than the padded input needs (the dropped columns read past it)
     pitch: int
     phases: tuple[int, int] = (1, 1)  # stride phases copied: the stride, or 1 where every tap reads phase 0
+    column_stride: int = 0  # the stride along a plane's row; 0: the convolution's own
 
     @classmethod
     def of(cls, in_spatial: Sequence[int], strides: Sequence[int], padding: Sequence[int],
            kernel: Sequence[int] = (1, 1), dilation: Sequence[int] = (1, 1)) -> "PlaneLayout":
+        """The padded stride-phase planes a convolution of these `strides` reads (the module doc's second)."""
         (h, w), (sh, sw), (top, left, bottom, right) = in_spatial, strides, padding
         # a 1x1 of stride 2 reads a quarter of its input: copy that phase only
         phases = tuple(1 if k == 1 or d % s == 0 else s for k, d, s in zip(kernel, dilation, strides))
         return cls(-(-(h + top + bottom) // sh) + 1, -(-(w + left + right) // sw), (phases[0], phases[1]))
+
+    @classmethod
+    def shifted_of(cls, in_spatial: Sequence[int], strides: Sequence[int], padding: Sequence[int],
+                   kernel: Sequence[int], dilation: Sequence[int] = (1, 1)) -> "PlaneLayout | None":
+        """A plane per column tap, as wide as the output (the module doc's first), or None where the column
+        stride or dilation is not 1."""
+        if strides[1] != 1 or dilation[1] != 1:
+            return None
+        pitched = cls.of(in_spatial, strides, padding, kernel, dilation)
+        out_width = in_spatial[1] + padding[1] + padding[3] - kernel[1] + 1
+        return cls(pitched.rows, out_width, (pitched.phases[0], kernel[1]), 1)
+
+    @classmethod
+    def choose(cls, in_shape: Sequence[int], out_shape: Sequence[int], strides: Sequence[int],
+               padding: Sequence[int], kernel: Sequence[int], dilation: Sequence[int]) -> "PlaneLayout":
+        """The layout for NCHW shapes `in_shape` -> `out_shape`: shifted planes where they fit MAX_SHIFTED_BYTES
+        and the columns they save (whole micro-panels of the GEMM, and the copy into NCHW) outweigh copying
+        the input KW times."""
+        pitched = cls.of(in_shape[2:], strides, padding, kernel, dilation)
+        shifted = cls.shifted_of(in_shape[2:], strides, padding, kernel, dilation)
+        if shifted is None or shifted.floats(in_shape[1]) * 4 > MAX_SHIFTED_BYTES:
+            return pitched
+        channels, (out_channels, out_height, out_width) = in_shape[1], out_shape[1:]
+        depth = channels * math.prod(kernel)
+        panels_saved = -(-out_height * pitched.pitch // PANEL_COLUMNS) - -(-out_height * out_width // PANEL_COLUMNS)
+        saved = (panels_saved * PANEL_COLUMNS * out_channels * depth // MACS_PER_COPIED_FLOAT
+                 + out_channels * out_height * out_width)
+        return shifted if saved > shifted.floats(channels) - pitched.floats(channels) else pitched
+
+    @property
+    def shifted(self) -> bool:
+        """A plane per column tap (C is the output itself), not per stride phase."""
+        return self.column_stride == 1
+
+    def floats(self, channels: int) -> int:
+        return channels * self.phases[0] * self.phases[1] * self.rows * self.pitch
 
 
 def pack_planes_weights(weight: np.ndarray, mr: int) -> np.ndarray:
@@ -106,12 +172,13 @@ def planes_gemm_kernel(target: Target, in_shape: Sequence[int], out_shape: Seque
     lanes = float32_lanes(target) or 0
     if lanes not in WORKLOAD_LANES or attrs.groups != 1 or any(d != 1 for d in attrs.dilation):
         return None  # dilated: the planes would hold all the padding (`conv_regions` skips it)
-    layout = PlaneLayout.of(in_shape[2:], attrs.strides, attrs.padding)
-    if out_shape[1] < MIN_OUT_CHANNELS or out_shape[2] * layout.pitch < MIN_POSITIONS:
+    pitched = PlaneLayout.of(in_shape[2:], attrs.strides, attrs.padding)
+    if out_shape[1] < MIN_OUT_CHANNELS or out_shape[2] * pitched.pitch < MIN_POSITIONS:
         return None
     if in_shape[1] * math.prod(kernel) > MAX_DEPTH:
         return None
-    if in_shape[1] * math.prod(attrs.strides) * layout.rows * layout.pitch >= 2**31:
+    layout = PlaneLayout.choose(in_shape, out_shape, attrs.strides, attrs.padding, kernel, attrs.dilation)
+    if layout.floats(in_shape[1]) >= 2**31:
         return None  # the entry's row offsets are int32
     return default_kernel(DEFAULT_KERNELS_BY_LANES[lanes], out_shape[1])
 
@@ -147,9 +214,10 @@ def _reference(args: list[np.ndarray], attrs: PlanesGemmAttrs) -> np.ndarray:
 
 
 def _planes(data: te.Tensor, attrs: PlanesGemmAttrs, layout: PlaneLayout) -> te.Tensor:
-    """The padded stride-phase planes of `data`: a kernel input is copied by loops bounded by the padding
+    """The input planes of `data` in `layout`: a kernel input is copied by loops bounded by the padding
     (`plane_copy`); a computed one (a fused producer) goes through a select, where it is inlined."""
-    (sh, sw), (top, left) = attrs.strides, attrs.padding[:2]
+    sh, (top, left) = attrs.strides[0], attrs.padding[:2]
+    sw = layout.column_stride or attrs.strides[1]
     shape = (data.shape[0], data.shape[1], *layout.phases, layout.rows, layout.pitch)
     if isinstance(data.op, te.PlaceholderOp):
         return plane_copy(data, shape, (top, left), (sh, sw), "planes")
@@ -171,23 +239,33 @@ def _padded_read(data: te.Tensor, n: E.PrimExpr, c: E.PrimExpr, h: E.PrimExpr, w
 
 def planes_gemm_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out_shape: tuple[int, ...],
                      kernel: GemmKernel) -> te.Tensor:
-    """The convolution as one `kernel.planes_symbol` call per image into a (batch, channels, out_height x
-    pitch) scratch stage, then copied into NCHW (see the module doc)."""
+    """The convolution as one `kernel.planes_symbol` call per image (see the module doc): into the output
+    itself, a fused tail run on its tiles, where the planes are shifted per column tap; else into a
+    (batch, channels, out_height x pitch) scratch stage, then copied into NCHW."""
     batch, channels, out_height, out_width = out_shape
-    layout = PlaneLayout.of(data.shape[2:], attrs.strides, attrs.padding, attrs.kernel_size, attrs.dilation)
+    layout = PlaneLayout.choose(data.shape, out_shape, attrs.strides, attrs.padding, attrs.kernel_size,
+                                attrs.dilation)
     planes = _planes(data, attrs, layout)
     positions, zero = out_height * layout.pitch, E.IntImm(0)
     (kh, kw), (sh, sw), (dh, dw) = attrs.kernel_size, attrs.strides, attrs.dilation
+    # shifted planes: column tap j is plane j of the channel, read from its start (the entry's phase j % sw,
+    # offset j / sw within it, with sw taken as KW)
+    sw, dw = (kw, 1) if layout.shifted else (sw, dw)
     image = te.axis(batch, "n")
 
-    def product(ins: tuple[Buffer, ...], out: Buffer) -> S.Stmt:
+    def product(ins: tuple[Buffer, ...], out: Buffer, epilogue: GemmEpilogue | None) -> S.Stmt:
         x, w = ins
-        return te.call_extern(kernel.planes_symbol, channels, positions, te.pointer(w),
-                              te.pointer(x, image.var, zero, zero, zero, zero, zero), data.shape[1], kh, kw, dh, dw,
-                              sh, sw, *layout.phases, layout.rows, layout.pitch, te.pointer(out, image.var, zero, zero),
-                              positions)
+        return gemm_call(kernel.planes_symbol, (channels, positions, te.pointer(w),
+                                                te.pointer(x, image.var, zero, zero, zero, zero, zero),
+                                                data.shape[1], kh, kw, dh, dw, sh, sw, *layout.phases, layout.rows,
+                                                layout.pitch),
+                         out, (image.var, *(zero,) * (len(out.shape) - 1)), positions, epilogue)
 
-    rows = te.extern((batch, channels, positions), [planes, wp], product, name="conv2d_gemm", loops=[image])
+    if layout.shifted:  # C's rows are output channels, its columns the positions
+        return te.extern(out_shape, [planes, wp], lambda ins, out: product(ins, out, None), name="conv2d_gemm",
+                         loops=[image], gemm_output=GemmOutput((1,), (2, 3), product))
+    rows = te.extern((batch, channels, positions), [planes, wp], lambda ins, out: product(ins, out, None),
+                     name="conv2d_gemm", loops=[image])
     pitch = layout.pitch
     return te.compute(out_shape, lambda n, c, y, x: rows[n, c, E.add(E.mul(y, pitch), x)], name="conv2d_out")
 
