@@ -220,7 +220,7 @@ def _planes(data: te.Tensor, attrs: PlanesGemmAttrs, layout: PlaneLayout) -> te.
     sw = layout.column_stride or attrs.strides[1]
     shape = (data.shape[0], data.shape[1], *layout.phases, layout.rows, layout.pitch)
     if isinstance(data.op, te.PlaceholderOp):
-        return plane_copy(data, shape, (top, left), (sh, sw), "planes")
+        return plane_copy(data, shape, (top, left), (sh, sw), "planes", column_taps=layout.shifted)
 
     def element(n: E.Var, c: E.Var, ph: E.Var, pw: E.Var, r: E.Var, x: E.Var) -> E.PrimExpr:
         h, w = E.sub(E.add(E.mul(r, sh), ph), top), E.sub(E.add(E.mul(x, sw), pw), left)
