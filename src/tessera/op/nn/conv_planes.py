@@ -120,8 +120,8 @@ def _column_taps(source: Buffer, planes: Buffer, image: tuple[E.Var, E.Var], ph:
         var = E.Var(name, "int32")
         return S.For(var, E.sub(stop, start), body(E.add(var, start)))
 
-    def zero_rows(start: int, stop: int) -> list[S.Stmt]:
-        return _loop("r", start, stop, lambda r: S.seq(*_loop("x", 0, pitch, lambda x: S.BufferStore(planes, zero, at(r, x)))))
+    def zero_row(r: E.PrimExpr) -> S.Stmt:
+        return S.seq(*_loop("x", 0, pitch, lambda x: S.BufferStore(planes, zero, at(r, x))))
 
     def image_row(r: E.PrimExpr) -> S.Stmt:
         h = E.sub(E.add(E.mul(r, sh), ph), top)
@@ -136,5 +136,6 @@ def _column_taps(source: Buffer, planes: Buffer, image: tuple[E.Var, E.Var], ph:
         return S.seq(columns("x", E.IntImm(0), x_lo, zeros), columns("x", x_lo, x_hi, copy),
                      columns("x", x_hi, E.IntImm(pitch), zeros))
 
-    rows_of_tap = S.seq(*zero_rows(0, r_lo), *_loop("r", r_lo, r_hi, image_row), *zero_rows(r_hi, rows))
+    rows_of_tap = S.seq(*_loop("r", 0, r_lo, zero_row), *_loop("r", r_lo, r_hi, image_row),
+                        *_loop("r", r_hi, rows, zero_row))
     return S.For(j, E.IntImm(taps), rows_of_tap)
