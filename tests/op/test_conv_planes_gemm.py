@@ -71,8 +71,19 @@ def kernel_ops(lib) -> list[tuple[str, ...]]:
     return [tuple(n.get("ops", ())) for n in graph["nodes"] if n["op"] == "kernel"]
 
 
+def _pitched_everywhere(monkeypatch) -> None:
+    """Make every convolution read pitched planes (PlaneLayout.choose would shift the small ones)."""
+    pitched_of = PlaneLayout.of
+    monkeypatch.setattr(PlaneLayout, "choose", classmethod(
+        lambda cls, i, o, strides, padding, kernel, dilation: pitched_of(i[2:], strides, padding, kernel, dilation)))
+
+
+@pytest.mark.parametrize("layout", ["chosen", "pitched"])
 @pytest.mark.parametrize("c, oc, kernel, strides, pads, dilation, hw", SHAPES)
-def test_convolutions_as_one_gemm_over_planes_match_onnxruntime(c, oc, kernel, strides, pads, dilation, hw):
+def test_convolutions_as_one_gemm_over_planes_match_onnxruntime(c, oc, kernel, strides, pads, dilation, hw, layout,
+                                                                monkeypatch):
+    if layout == "pitched":
+        _pitched_everywhere(monkeypatch)
     model = conv_model(c, oc, kernel, strides, pads, dilation, hw, batch=2)
     mod, params = from_onnx(model)
     lib = tessera.build(mod, params=params, target=AVX2)
@@ -111,7 +122,8 @@ def test_plane_layout_holds_every_tap_and_the_dropped_columns():
     shifted = PlaneLayout.shifted_of((56, 56), (1, 1), (1, 1, 1, 1), (3, 3))
     assert shifted == PlaneLayout(59, 56, (1, 3), 1) and shifted.shifted and shifted.floats(64) == 64 * 3 * 59 * 56
     assert PlaneLayout.shifted_of((56, 56), (2, 1), (1, 1, 1, 1), (3, 3)) == PlaneLayout(30, 56, (2, 3), 1)
-    assert PlaneLayout.shifted_of((56, 56), (1, 2), (1, 1, 1, 1), (3, 3)) is None
+    assert PlaneLayout.shifted_of((56, 56), (1, 2), (1, 1, 1, 1), (3, 3)) is None  # a column stride of 2
+    assert PlaneLayout.shifted_of((56, 56), (1, 1), (2, 2, 2, 2), (3, 3), (2, 2)) is None  # dilated
     assert not PlaneLayout.of((56, 56), (1, 1), (1, 1, 1, 1)).shifted
 
 
@@ -125,7 +137,7 @@ def test_shifted_planes_where_the_columns_they_save_outweigh_the_copies():
     assert not choose((1, 128, 112, 112), 128)  # 20 MB of shifted planes: past MAX_SHIFTED_BYTES
     assert not choose((1, 512, 7, 7), 512)  # 4 micro-panels either way: three copies of the input cost more
     strided = PlaneLayout.choose((1, 64, 56, 56), (1, 64, 28, 28), (2, 2), (1, 1, 1, 1), (3, 3), (1, 1))
-    assert not strided.shifted
+    assert not strided.shifted  # a column stride of 2 keeps the pitched planes
 
 
     # every tap of a strided 1x1 (or of a 3x3 of dilation 2, stride 2) reads stride phase 0: only it is copied
@@ -203,16 +215,18 @@ def test_few_output_channels_read_the_planes_in_place_with_the_same_bits(oc, mon
     np.testing.assert_allclose(direct(x)[0], ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("residual", [False, True])
-def test_shifted_planes_write_the_output_with_the_same_bits_as_pitched_ones(residual, monkeypatch):
+@pytest.mark.parametrize("residual, strides, hw", [(False, (1, 1), (14, 14)), (True, (1, 1), (14, 14)),
+                                                   (False, (2, 1), (28, 14))])  # (a row stride: two row phases)
+def test_shifted_planes_write_the_output_with_the_same_bits_as_pitched_ones(residual, strides, hw, monkeypatch):
     """Shifted planes make C the NCHW output: the GEMM writes it, bias, residual and Relu run on its tiles
     (the fused entry), and no copy out of a product remains; the same products in the same order as over
     pitched planes and their copy, so the same bits."""
-    c, oc, hw = 16, 32, (14, 14)
+    c, oc = 16, 32
     rng = np.random.default_rng(7)
     w = (rng.standard_normal((oc, c, 3, 3)) / 12).astype(np.float32)
     b = rng.standard_normal(oc).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              strides=list(strides))]
     if residual:  # r: the input's first 32 channels twice over, a residual of the output's shape
         nodes += [helper.make_node("Concat", ["x", "x"], ["r"], axis=1), helper.make_node("Add", ["y", "r"], ["s"])]
     nodes += [helper.make_node("Relu", ["s" if residual else "y"], ["z"])]
@@ -224,9 +238,7 @@ def test_shifted_planes_write_the_output_with_the_same_bits_as_pitched_ones(resi
     shifted = tessera.build(mod, params=params, target=AVX2)
     kernels = "".join(text for name, text in shifted.c_sources.items() if name != "kernels_library.c")
     assert "ts_sgemm_6x16_planes_fused(" in kernels and "conv2d_gemm_buf" not in kernels
-    pitched_of = PlaneLayout.of
-    monkeypatch.setattr(PlaneLayout, "choose", classmethod(
-        lambda cls, i, o, strides, padding, kernel, dilation: pitched_of(i[2:], strides, padding, kernel, dilation)))
+    _pitched_everywhere(monkeypatch)
     pitched = tessera.build(mod, params=params, target=AVX2)
     assert "conv2d_gemm_buf" in "".join(pitched.c_sources.values())
     require_level("x86-64-v3")
