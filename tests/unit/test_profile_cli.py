@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tessera
@@ -74,6 +75,22 @@ def test_graph_json_records_each_kernels_fused_operators():
     assert gm.kernel_operators() == [tuple(n["ops"]) for n in kernels]
     profile = profile_kernels(gm, repeat=2)
     assert [k.kernel for k in profile.kernels] == [n["func"] for n in kernels] and profile.repeat == 2
+
+
+def test_the_profile_wakes_the_thread_pool_before_each_timed_kernel():
+    """Kernels timed one at a time from Python would find the OpenMP pool asleep (a run's kernels, called one
+    after another from C, do not): the library exports TSWakeThreads, and the profile calls it before each
+    timed call, untimed."""
+    mod, params = from_onnx(str(DIGITS))
+    lib = tessera.build(mod, params=params)
+    assert lib.shared_library.has_symbol("TSWakeThreads")
+    gm = GraphModule(lib, num_threads=2, adaptive_threads=False)
+    gm.set_input(0, np.zeros(gm.input_shape(0), gm.input_dtype(0)))
+    woken: list[int] = []
+    wake = gm._wake_threads
+    gm._wake_threads = lambda: (woken.append(1), wake())
+    times = gm.profile(repeat=3)
+    assert len(woken) == 3 * len(times) and all(seconds > 0 for _, seconds in times)
 
 
 def test_a_damaged_operator_list_is_refused():

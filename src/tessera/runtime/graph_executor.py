@@ -82,6 +82,16 @@ def _thread_setter(shared: SharedLibrary, count: int | None) -> Callable[[], obj
     return functools.partial(fn, count)
 
 
+def _thread_waker(shared: SharedLibrary) -> Callable[[], object]:
+    """What `profile` calls before timing a kernel: wakes the OpenMP pool (nothing where the library has none,
+    or was built before TSWakeThreads)."""
+    if not shared.has_symbol("TSWakeThreads"):
+        return lambda: None
+    fn = shared.kernel("TSWakeThreads")
+    fn.argtypes, fn.restype = [], None
+    return fn
+
+
 def _run_calls(calls: list[Call]) -> None:
     for name, call in calls:
         status = call()  # a segment raises for its failing kernel itself
@@ -131,6 +141,7 @@ class GraphModule:
         self._lock = threading.Lock()  # guards `_idle` and the creation of `_state`
         self._stateful: Workspace | None = None
         self._profile_calls: list[Call] | None = None
+        self._wake_threads = _thread_waker(lib.shared_library)
         # a tail of data-dependent shapes run after the graph (runtime/output_stage.py)
         self._stage = lib.output_stage
         self._run_stage = lib.find_dynamic_function(self._stage.function) if self._stage is not None else None
@@ -293,7 +304,8 @@ class GraphModule:
             self._idle.append(workspace)
 
     def profile(self, repeat: int = 3) -> list[tuple[str, float]]:
-        """Median seconds per kernel call, in execution order (not thread-safe, see the class)."""
+        """Median seconds per kernel call, in execution order (not thread-safe, see the class). Each call is
+        timed on its own, its OpenMP pool woken just before (TSWakeThreads), as a run's kernels find it."""
         import time
 
         if self._profile_calls is None:
@@ -304,6 +316,7 @@ class GraphModule:
         for _ in range(repeat):
             self._set_threads()
             for k, (name, call) in enumerate(calls):
+                self._wake_threads()  # (its pool would be asleep after the Python between calls: threads.c)
                 t0 = time.perf_counter()
                 status = call()
                 if status != 0:

@@ -47,6 +47,10 @@ typedef enum {
  * count holds for runs on the calling thread only (OpenMP keeps it per thread). */
 int32_t TSSetNumThreads(int32_t num_threads);
 
+/* Host builds: wakes the calling thread's OpenMP pool with an empty parallel region
+ * (for timing one kernel at a time; nothing without OpenMP). */
+void TSWakeThreads(void);
+
 /* Gives the workspace allocator `size` bytes at `base` (16-byte aligned) for
  * the kernels of one run; generated entry points call it before running.
  * On Linux and macOS the allocator is per thread, so runs on several threads
