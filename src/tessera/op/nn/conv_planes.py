@@ -66,22 +66,33 @@ def plane_copy(data: te.Tensor, shape: Sequence[int], begins: Sequence[int], str
     return te.extern(tuple(shape), [data], body, name=name, dtype=data.dtype)
 
 
-def _phase(source: Buffer, planes: Buffer, image: tuple[E.Var, E.Var], phase: tuple[int, int],
-           begins: Sequence[int], strides: Sequence[int]) -> S.Stmt:
-    """The rows of one stride phase: zero rows above and below the image, and each row in between as
-    zeros, the image's columns, zeros."""
-    (n, c), (ph, pw) = image, phase
-    (top, left), (sh, sw) = begins, strides
+def _span(name: str, start: int | E.PrimExpr, stop: int | E.PrimExpr,
+          body: Callable[[E.PrimExpr], S.Stmt]) -> list[S.Stmt]:
+    """for i in [start, stop): body(i); bounds known at compile time are `_loop`'s, run-time ones a loop of
+    extent stop - start."""
+    if isinstance(start, int) and isinstance(stop, int):
+        return _loop(name, start, stop, body)
+    var = E.Var(name, "int32")
+    return [S.For(var, E.sub(stop, start), body(E.add(var, start)))]
+
+
+def _plane_rows(source: Buffer, planes: Buffer, image: tuple[E.Var, E.Var], plane: tuple[E.PrimExpr, E.PrimExpr],
+                ph: int, columns: tuple[int | E.PrimExpr, int | E.PrimExpr],
+                column: Callable[[E.PrimExpr], E.PrimExpr], top: int, sh: int) -> S.Stmt:
+    """The rows of one plane of stride phase `ph`: zero rows above and below the image, and each row in
+    between as zeros, the image's columns (plane columns [lo, hi) of `columns`, reading image column
+    `column(x)`), zeros."""
+    n, c = image
     rows, pitch = planes.shape[-2:]
     r_lo, r_hi = inside(source.shape[2], top, sh, ph, rows)
-    x_lo, x_hi = inside(source.shape[3], left, sw, pw, pitch)
+    x_lo, x_hi = columns
     zero = E.const(0, planes.dtype)
 
     def at(r: E.PrimExpr, x: E.PrimExpr) -> tuple[E.PrimExpr, ...]:
-        return (n, c, E.IntImm(ph), E.IntImm(pw), r, x)
+        return (n, c, *plane, r, x)
 
-    def zeros(r: E.PrimExpr, start: int, stop: int) -> list[S.Stmt]:
-        return _loop("x", start, stop, lambda x: S.BufferStore(planes, zero, at(r, x)))
+    def zeros(r: E.PrimExpr, start: int | E.PrimExpr, stop: int | E.PrimExpr) -> list[S.Stmt]:
+        return _span("x", start, stop, lambda x: S.BufferStore(planes, zero, at(r, x)))
 
     def zero_rows(start: int, stop: int) -> list[S.Stmt]:
         return _loop("r", start, stop, lambda r: S.seq(*zeros(r, 0, pitch)))
@@ -90,52 +101,32 @@ def _phase(source: Buffer, planes: Buffer, image: tuple[E.Var, E.Var], phase: tu
         h = E.sub(E.add(E.mul(r, sh), ph), top)
 
         def copy(x: E.PrimExpr) -> S.Stmt:
-            w = E.sub(E.add(E.mul(x, sw), pw), left)
-            return S.BufferStore(planes, E.BufferLoad(source, (n, c, h, w), source.dtype), at(r, x))
+            return S.BufferStore(planes, E.BufferLoad(source, (n, c, h, column(x)), source.dtype), at(r, x))
 
-        return S.seq(*zeros(r, 0, x_lo), *_loop("x", x_lo, x_hi, copy), *zeros(r, x_hi, pitch))
+        return S.seq(*zeros(r, 0, x_lo), *_span("x", x_lo, x_hi, copy), *zeros(r, x_hi, pitch))
 
-    if x_lo == x_hi:
+    if isinstance(x_lo, int) and x_lo == x_hi:
         return S.seq(*zero_rows(0, rows))
     return S.seq(*zero_rows(0, r_lo), *_loop("r", r_lo, r_hi, image_row), *zero_rows(r_hi, rows))
+
+
+def _phase(source: Buffer, planes: Buffer, image: tuple[E.Var, E.Var], phase: tuple[int, int],
+           begins: Sequence[int], strides: Sequence[int]) -> S.Stmt:
+    """The rows of one stride phase (plane (ph, pw)): column x reads image column x*sw + pw - left."""
+    (ph, pw), (top, left), (sh, sw) = phase, begins, strides
+    columns = inside(source.shape[3], left, sw, pw, planes.shape[-1])
+    return _plane_rows(source, planes, image, (E.IntImm(ph), E.IntImm(pw)), ph, columns,
+                       lambda x: E.sub(E.add(E.mul(x, sw), pw), left), top, sh)
 
 
 def _column_taps(source: Buffer, planes: Buffer, image: tuple[E.Var, E.Var], ph: int, begins: Sequence[int],
                  sh: int) -> S.Stmt:
     """The rows of stride phase `ph` of every column tap's plane, a loop over the taps: plane j's column x
     reads the image's column x + j - left, inside it for x in [max(0, left - j), min(pitch, width + left - j))."""
-    (n, c), (top, left) = image, begins
-    taps, rows, pitch = planes.shape[3], planes.shape[-2], planes.shape[-1]
-    width = source.shape[3]
-    r_lo, r_hi = inside(source.shape[2], top, sh, ph, rows)
+    (top, left), pitch = begins, planes.shape[-1]
     j = E.Var("j", "int32")
     x_lo = E.minimum(E.maximum(E.sub(left, j), 0), pitch)
-    x_hi = E.maximum(E.minimum(E.sub(width + left, j), pitch), x_lo)
-    zero = E.const(0, planes.dtype)
-
-    def at(r: E.PrimExpr, x: E.PrimExpr) -> tuple[E.PrimExpr, ...]:
-        return (n, c, E.IntImm(ph), j, r, x)
-
-    def columns(name: str, start: E.PrimExpr, stop: E.PrimExpr, body: Callable[[E.PrimExpr], S.Stmt]) -> S.Stmt:
-        var = E.Var(name, "int32")
-        return S.For(var, E.sub(stop, start), body(E.add(var, start)))
-
-    def zero_row(r: E.PrimExpr) -> S.Stmt:
-        return S.seq(*_loop("x", 0, pitch, lambda x: S.BufferStore(planes, zero, at(r, x))))
-
-    def image_row(r: E.PrimExpr) -> S.Stmt:
-        h = E.sub(E.add(E.mul(r, sh), ph), top)
-
-        def copy(x: E.PrimExpr) -> S.Stmt:
-            w = E.sub(E.add(x, j), left)
-            return S.BufferStore(planes, E.BufferLoad(source, (n, c, h, w), source.dtype), at(r, x))
-
-        def zeros(x: E.PrimExpr) -> S.Stmt:
-            return S.BufferStore(planes, zero, at(r, x))
-
-        return S.seq(columns("x", E.IntImm(0), x_lo, zeros), columns("x", x_lo, x_hi, copy),
-                     columns("x", x_hi, E.IntImm(pitch), zeros))
-
-    rows_of_tap = S.seq(*_loop("r", 0, r_lo, zero_row), *_loop("r", r_lo, r_hi, image_row),
-                        *_loop("r", r_hi, rows, zero_row))
-    return S.For(j, E.IntImm(taps), rows_of_tap)
+    x_hi = E.maximum(E.minimum(E.sub(source.shape[3] + left, j), pitch), x_lo)
+    rows = _plane_rows(source, planes, image, (E.IntImm(ph), j), ph, (x_lo, x_hi),
+                       lambda x: E.sub(E.add(x, j), left), top, sh)
+    return S.For(j, E.IntImm(planes.shape[3]), rows)
