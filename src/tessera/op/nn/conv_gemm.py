@@ -10,7 +10,8 @@ run as the extern's in-place elementwise tail.
 
 The register tile is the one whose row panels waste the fewest rows on the
 group's output channels (MobileNet's 16-channel projections fill two 8-row
-panels, not two 12-row ones); `tessera tune` may pick another.
+panels, not two 12-row ones), among the target's default kernels
+(`DEFAULT_KERNELS`); `tessera tune` may pick another.
 
 The weights are the product's A operand, which the microkernel packs into
 MR-row micro-panels on every call. A constant weight is packed once instead:
@@ -43,7 +44,7 @@ from ...tir import expr as E
 from ...tir import stmt as S
 from ...tir.buffer import Buffer
 from .conv_schedule import ConvGeometry
-from .gemm import KERNELS_BY_LANES, MIN_ROWS, GemmKernel, gemm_call, pack_a_panels, unpack_b_panels
+from .gemm import DEFAULT_KERNELS_BY_LANES, KERNELS_BY_LANES, MIN_ROWS, GemmKernel, gemm_call, pack_a_panels, unpack_b_panels
 from ..schedule_context import ScheduleContext
 
 WORKLOAD_OP = "conv2d_gemm"  # the operator named in tuning logs
@@ -82,6 +83,11 @@ TRANSPOSE_COST = 8
 # Without the other product to compare, the transposed one needs its columns this full: 48 channels in two
 # 32-wide panels ran 1.3x the planar time at 27x27 and 13x13, 32 or 64 channels 0.95-1.02x.
 TRANSPOSED_MIN_FILL = 0.9
+# The kernels a pointwise product picks from without tuning, by float32 lanes. On AVX2 only 6x16: 4x16's
+# eight accumulators leave the two FMA pipes waiting on latency, and it took 1.3-1.7x 6x16's time for the
+# rows it fits better (Zen 3, C harness of the prepacked_a entry, alternating: 16x128x3025 1.65x, 16x64x3025
+# 1.74x, 32x256x729 1.39x, 32x64x3136 1.28x, 8x64x3136 1.12x). The tuner still tries every kernel.
+DEFAULT_KERNELS: dict[int, tuple[GemmKernel, ...]] = {**KERNELS_BY_LANES, 8: DEFAULT_KERNELS_BY_LANES[8]}
 
 
 def is_pointwise(g: ConvGeometry, padding: tuple[int, ...]) -> bool:
@@ -114,7 +120,7 @@ def choose_pointwise_kernel(sched: ScheduleContext, g: ConvGeometry) -> GemmKern
     if kernels is None or not _fits(g, MIN_POSITIONS, MAX_DEPTH, MAX_DEPTH_LARGE_MAPS):
         return None
     rows = g.out_channels_per_group
-    best = _default_kernel(kernels, rows)
+    best = _default_kernel(DEFAULT_KERNELS[float32_lanes(sched.target) or 0], rows)
     candidates = [{"mr": k.mr, "nr": k.nr} for k in kernels]
     description = {"out": list(g.out_shape), "in_per_group": g.in_channels_per_group, "out_per_group": rows}
     picked = sched.choose(WORKLOAD_OP, description, candidates, {"mr": best.mr, "nr": best.nr})
@@ -126,7 +132,7 @@ def prepacked_pointwise_kernel(target: Target, g: ConvGeometry) -> GemmKernel | 
     to run with channels as rows (the default of `choose_pointwise_kernel`; packing fixes it, so no tuning),
     or None where that product does not run. The limits are PREPACKED_*: without the per-call packing of A
     they are looser."""
-    kernels = KERNELS_BY_LANES.get(float32_lanes(target) or 0)
+    kernels = DEFAULT_KERNELS.get(float32_lanes(target) or 0)
     if kernels is None or not _fits(g, PREPACKED_MIN_POSITIONS, PREPACKED_MAX_DEPTH, PREPACKED_MAX_DEPTH_LARGE_MAPS):
         return None
     return _default_kernel(kernels, g.out_channels_per_group)
@@ -135,7 +141,7 @@ def prepacked_pointwise_kernel(target: Target, g: ConvGeometry) -> GemmKernel | 
 def transposed_pointwise_kernel(target: Target, g: ConvGeometry) -> GemmKernel | None:
     """The microkernel for outᵀ = Xᵀ Wᵀ (positions as rows), or None where that product does not run:
     several groups, no microkernel for the target, fewer than MIN_ROWS output channels."""
-    kernels = KERNELS_BY_LANES.get(float32_lanes(target) or 0)
+    kernels = DEFAULT_KERNELS.get(float32_lanes(target) or 0)
     if kernels is None or g.out_shape[1] != g.out_channels_per_group or g.out_channels_per_group < MIN_ROWS:
         return None
     return _default_kernel(kernels, g.out_shape[2] * g.out_shape[3])
