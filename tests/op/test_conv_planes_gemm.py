@@ -37,7 +37,8 @@ from tessera.transform.infer_type import infer_function
 AVX2 = "c -mcpu=x86-64-v3"
 # (in channels, out channels, kernel, strides, pads (top, left, bottom, right), dilation, map): VGG's 3x3,
 # out channels ragged against MR = 6, a ResNet stem (7x7 stride 2, 3 channels), a strided 1x1 projection, an
-# asymmetric pad, a 5x5 with stride 2 on an odd map
+# asymmetric pad, a 5x5 with stride 2 on an odd map; outputs at least a micro-panel (16) wide, whose panels run
+# over a row's end in two runs: 37 wide, and a SqueezeNet-like stem (3x3, stride 2, unpadded) 23 wide
 SHAPES = [
     (16, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (14, 14)),
     (8, 21, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (9, 11)),
@@ -45,6 +46,8 @@ SHAPES = [
     (32, 64, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), (16, 16)),
     (12, 24, (3, 3), (1, 1), (0, 1, 2, 0), (1, 1), (10, 12)),
     (10, 18, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1), (15, 13)),
+    (8, 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (12, 37)),
+    (3, 32, (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), (47, 47)),
 ]
 
 
@@ -127,15 +130,16 @@ def test_plane_layout_holds_every_tap_and_the_dropped_columns():
     assert not PlaneLayout.of((56, 56), (1, 1), (1, 1, 1, 1)).shifted
 
 
-def test_shifted_planes_where_the_columns_they_save_outweigh_the_copies():
+def test_shifted_planes_where_the_output_is_narrower_than_a_micro_panel():
     def choose(in_shape, out_channels):
         out_shape = (1, out_channels, *in_shape[2:])
         return PlaneLayout.choose(in_shape, out_shape, (1, 1), (1, 1, 1, 1), (3, 3), (1, 1)).shifted
 
-    assert choose((1, 96, 14, 14), 128)  # 16 columns a row for 14: one micro-panel in 14
-    assert choose((1, 64, 28, 28), 128)  # 53 micro-panels against 49, and no copy into NCHW
-    assert not choose((1, 128, 112, 112), 128)  # 20 MB of shifted planes: past MAX_SHIFTED_BYTES
-    assert not choose((1, 512, 7, 7), 512)  # 4 micro-panels either way: three copies of the input cost more
+    assert choose((1, 96, 14, 14), 128)  # every 16-column panel would span two or three output rows
+    assert choose((1, 512, 7, 7), 512)
+    assert not choose((1, 64, 16, 16), 64)  # whole panels per row
+    assert not choose((1, 64, 28, 28), 128)  # at most one panel in two over a row's end
+    assert not choose((1, 1024, 15, 15), 64)  # 3.5 MB of shifted planes: past MAX_SHIFTED_BYTES
     strided = PlaneLayout.choose((1, 64, 56, 56), (1, 64, 28, 28), (2, 2), (1, 1, 1, 1), (3, 3), (1, 1))
     assert not strided.shifted  # a column stride of 2 keeps the pitched planes
 
@@ -215,12 +219,14 @@ def test_few_output_channels_read_the_planes_in_place_with_the_same_bits(oc, mon
     np.testing.assert_allclose(direct(x)[0], ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
 
 
+# outputs 14 wide: every pitched panel spans two or three rows (`_pack_b_wrapped`'s column table); 20 wide: one
+# panel in two runs over a row's end (its two-run copy), with a residual; a row stride of 2: two row phases
 @pytest.mark.parametrize("residual, strides, hw", [(False, (1, 1), (14, 14)), (True, (1, 1), (14, 14)),
-                                                   (False, (2, 1), (28, 14))])  # (a row stride: two row phases)
-def test_shifted_planes_write_the_output_with_the_same_bits_as_pitched_ones(residual, strides, hw, monkeypatch):
-    """Shifted planes make C the NCHW output: the GEMM writes it, bias, residual and Relu run on its tiles
-    (the fused entry), and no copy out of a product remains; the same products in the same order as over
-    pitched planes and their copy, so the same bits."""
+                                                   (True, (1, 1), (20, 20)), (False, (2, 1), (28, 14))])
+def test_pitched_and_shifted_planes_write_the_output_with_the_same_bits(residual, strides, hw, monkeypatch):
+    """Either layout makes C the NCHW output: the GEMM writes it, bias, residual and Relu run on its tiles (the
+    fused entry), and no product is copied out of a scratch buffer; the same products in the same order, so
+    the same bits."""
     c, oc = 16, 32
     rng = np.random.default_rng(7)
     w = (rng.standard_normal((oc, c, 3, 3)) / 12).astype(np.float32)
@@ -235,13 +241,16 @@ def test_shifted_planes_write_the_output_with_the_same_bits_as_pitched_ones(resi
                               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     mod, params = from_onnx(model)
+    monkeypatch.setattr(PlaneLayout, "choose", classmethod(
+        lambda cls, i, o, strides, padding, kernel, dilation: cls.shifted_of(i[2:], strides, padding, kernel)))
     shifted = tessera.build(mod, params=params, target=AVX2)
-    kernels = "".join(text for name, text in shifted.c_sources.items() if name != "kernels_library.c")
-    assert "ts_sgemm_6x16_planes_fused(" in kernels and "conv2d_gemm_buf" not in kernels
     _pitched_everywhere(monkeypatch)
     pitched = tessera.build(mod, params=params, target=AVX2)
-    assert "conv2d_gemm_buf" in "".join(pitched.c_sources.values())
+    for lib in (shifted, pitched):
+        kernels = "".join(text for name, text in lib.c_sources.items() if name != "kernels_library.c")
+        assert "ts_sgemm_6x16_planes_fused(" in kernels and "conv2d_gemm_buf" not in kernels
+    assert shifted.c_sources != pitched.c_sources
     require_level("x86-64-v3")
     x = np.random.default_rng(8).standard_normal((2, c, *hw)).astype(np.float32)
     np.testing.assert_array_equal(shifted(x)[0], pitched(x)[0])
-    np.testing.assert_allclose(shifted(x)[0], ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(pitched(x)[0], ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)

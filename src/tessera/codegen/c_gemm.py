@@ -256,6 +256,27 @@ static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_
     if (nv == NR && b_cs == 1) for (int64_t j = 0; j < NR; ++j) pb[j] = src[j];
     else for (int64_t j = 0; j < NR; ++j) pb[j] = j < nv ? src[j * b_cs] : 0.0f;
   }}
+}}
+static inline void {s}_pack_b_wrapped(int64_t nv, int64_t kc, const float* b, const int32_t* b_rows, int64_t j0,
+    int64_t width, int64_t gap, float* pb) {{
+  enum {{ NR = {g.nr} }};
+  /* where each of the panel's columns (C's j0.., output positions) lies in a plane whose rows are `gap` wider */
+  int64_t at[NR];
+  for (int64_t j = 0; j < NR; ++j) at[j] = j < nv ? (j0 + j) + (j0 + j) / width * gap : 0;
+  const int64_t split = width - j0 % width;  /* the columns before the end of the output row */
+  if (width >= NR && nv == NR)
+    /* two runs of B's row, each copied NR floats long: from the panel's start, then from the next output row's
+       start over the first run's excess (the second's excess lands where row p + 1 goes, or in pb's slack) */
+    for (int64_t p = 0; p < kc; ++p, pb += NR) {{
+      const float* src = b + b_rows[p];
+      for (int64_t j = 0; j < NR; ++j) pb[j] = src[at[0] + j];
+      for (int64_t j = 0; j < NR; ++j) pb[split + j] = src[at[split] + j];
+    }}
+  else
+    for (int64_t p = 0; p < kc; ++p, pb += NR) {{
+      const float* src = b + b_rows[p];
+      for (int64_t j = 0; j < NR; ++j) pb[j] = j < nv ? src[at[j]] : 0.0f;
+    }}
 }}"""
 
 
@@ -275,11 +296,14 @@ def direct_rows(g: GemmKernel) -> int:
 
 
 def driver_source(g: GemmKernel) -> str:
-    """`<symbol>_run(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, ep)`: the blocked loops around
-    packing and tiles. B is read through its strides and packed here, or, when `bp` is not null, read from
+    """`<symbol>_run(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep)`: the
+    blocked loops around packing and tiles. B is read through its strides and packed here, or, when `bp` is not null, read from
     `bp`: B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant packed at compile
     time), so no B packing runs at all. Likewise A from `ap` when it is not null (`pack_a_panels`). A block of
     at most `direct_rows(g)` rows of C reads whole panels of a plain B in place (DIRECT_ROWS).
+    Where `b_width` is not 0 (an implicit im2col over planes wider than the output), C's columns are rows of
+    `b_width` whose B columns lie `b_gap` further apart: a panel running over a row's end is packed in two runs
+    (`_pack_b_wrapped`), so C is the output itself and no column is computed twice or dropped.
 
     Threads split the columns of C, one contiguous share of micro-panels each, and run the whole blocked
     product on their share (each packs its own A block): one fork and one join per call, no barrier
@@ -289,12 +313,13 @@ def driver_source(g: GemmKernel) -> str:
     is not null, each tile's last K block runs its epilogue program (te/gemm_epilogue.py)."""
     s = g.symbol
     return f"""TS_GEMM_DRIVER static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
-    int64_t a_cs, const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp,
-    float* c, int64_t ldc, const ts_sgemm_epilogue* ep, int64_t j_first, int64_t j_end) {{
+    int64_t a_cs, const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, int64_t b_width,
+    int64_t b_gap, const float* bp, float* c, int64_t ldc, const ts_sgemm_epilogue* ep, int64_t j_first, int64_t j_end) {{
   enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, DIRECT_ROWS = {direct_rows(g)} }};
   const int64_t CB = ts_sgemm_c_block_bytes();
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
-  float pb[KC * NR] __attribute__((aligned(64)));  /* one micro-panel of B, L1-resident across the rows */
+  /* one micro-panel of B, L1-resident across the rows, and NR floats of slack (`_pack_b_wrapped`) */
+  float pb[KC * NR + NR] __attribute__((aligned(64)));
   /* blocks of A of even height (whole micro-panels): every packed B micro-panel serves as many rows */
   const int64_t mblocks = (m + MC - 1) / MC, mstep = ((m + mblocks - 1) / mblocks + MR - 1) / MR * MR;
   /* C's block (mstep x nc) stays in L2 across the K blocks: the columns in even blocks of whole micro-panels */
@@ -315,13 +340,18 @@ def driver_source(g: GemmKernel) -> str:
         const int64_t astep = ap ? k : kc;
         for (int64_t j0 = jc; j0 < jc_end; j0 += NR) {{
           const int64_t nv = n - j0 < NR ? n - j0 : NR;
+          /* B's column of C's column j0: with b_width, C's rows of b_width columns lie b_gap columns apart in B */
+          const int64_t jb = b_width ? j0 + j0 / b_width * b_gap : j0;
+          const int wrapped = b_width && j0 % b_width + nv > b_width;  /* the panel runs into the next row */
           /* prepacked: micro-panel j0 / NR is k x NR floats, its rows p0.. a contiguous KC x NR block */
           /* few rows of C: B's rows are read where they are (through b_rows for an implicit im2col), a whole
              panel of contiguous columns at a time */
-          const int direct = DIRECT_ROWS > 0 && !bp && b_cs == 1 && nv == NR && mc <= DIRECT_ROWS;
-          const float* panel = bp ? bp + j0 * k + p0 * NR : direct ? b + (b_rows ? 0 : p0 * b_rs) + j0 : pb;
-          if (!bp && !direct)
-            {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + j0 * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
+          const int direct = DIRECT_ROWS > 0 && !bp && b_cs == 1 && nv == NR && mc <= DIRECT_ROWS && !wrapped;
+          const float* panel = bp ? bp + j0 * k + p0 * NR : direct ? b + (b_rows ? 0 : p0 * b_rs) + jb : pb;
+          if (wrapped && !bp)
+            {s}_pack_b_wrapped(nv, kc, b, b_rows + p0, j0, b_width, b_gap, pb);
+          else if (!bp && !direct)
+            {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + jb * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
           const int64_t bs = direct ? b_rs : NR;
           const int32_t* rows = direct && b_rows ? b_rows + p0 : 0;
           for (int64_t ir = 0; ir < mc; ir += MR) {{
@@ -336,8 +366,8 @@ def driver_source(g: GemmKernel) -> str:
   }}
 }}
 TS_GEMM_DRIVER static void {s}_run(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
-    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, const float* bp, float* c,
-    int64_t ldc, const ts_sgemm_epilogue* ep) {{
+    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, int64_t b_width,
+    int64_t b_gap, const float* bp, float* c, int64_t ldc, const ts_sgemm_epilogue* ep) {{
 #if defined(_OPENMP)
   enum {{ NR = {g.nr} }};
   const int64_t panels = (n + NR - 1) / NR;
@@ -346,12 +376,13 @@ TS_GEMM_DRIVER static void {s}_run(int64_t m, int64_t n, int64_t k, const float*
     {{
       const int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
       const int64_t first = panels * t / parts * NR, end = panels * (t + 1) / parts * NR;
-      {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, ep, first, end < n ? end : n);
+      {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep, first,
+                  end < n ? end : n);
     }}
     return;
   }}
 #endif
-  {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, bp, c, ldc, ep, 0, n);
+  {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep, 0, n);
 }}"""
 
 
@@ -371,17 +402,17 @@ def _entry_parts(g: GemmKernel) -> dict[str, tuple[str, str, str]]:
     return {
         g.symbol: ("int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,\n    const float* b, "
                    "int64_t b_rs, int64_t b_cs, float* c, int64_t ldc", "",
-                   "m, n, k, a, a_rs, a_cs, 0, b, b_rs, b_cs, 0, 0, c, ldc"),
+                   "m, n, k, a, a_rs, a_cs, 0, b, b_rs, b_cs, 0, 0, 0, 0, c, ldc"),
         g.prepacked_symbol: ("int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,\n    int64_t a_cs, "
                              "const float* bp, float* c, int64_t ldc", "",
-                             "m, n, k, a, a_rs, a_cs, 0, 0, 0, 0, 0, bp, c, ldc"),
+                             "m, n, k, a, a_rs, a_cs, 0, 0, 0, 0, 0, 0, 0, bp, c, ldc"),
         g.prepacked_a_symbol: ("int64_t m, int64_t n, int64_t k, const float* ap, const float* b,\n    int64_t b_rs, "
                                "int64_t b_cs, float* c, int64_t ldc", "",
-                               "m, n, k, 0, 0, 0, ap, b, b_rs, b_cs, 0, 0, c, ldc"),
+                               "m, n, k, 0, 0, 0, ap, b, b_rs, b_cs, 0, 0, 0, 0, c, ldc"),
         g.planes_symbol: ("int64_t m, int64_t n, const float* ap, const float* x, int64_t channels,\n    int64_t kh, "
                           "int64_t kw, int64_t dh, int64_t dw, int64_t sh, int64_t sw, int64_t phases_h, int64_t phases_w,"
-                          "\n    int64_t rows, int64_t pitch, float* c, int64_t ldc", planes_prelude,
-                          "m, n, k, 0, 0, 0, ap, x, 0, 1, b_rows, 0, c, ldc"),
+                          "\n    int64_t rows, int64_t pitch, int64_t width, float* c, int64_t ldc", planes_prelude,
+                          "m, n, k, 0, 0, 0, ap, x, 0, 1, b_rows, width < pitch ? width : 0, pitch - width, 0, c, ldc"),
     }
 
 
@@ -390,9 +421,10 @@ def entry_source(g: GemmKernel, entry: str) -> str:
     ldc)` packs both operands as it goes; `<symbol>_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc)` reads B
     from micro-panels packed at compile time; `<symbol>_prepacked_a(m, n, k, ap, b, b_rs, b_cs, c, ldc)`
     reads A so (`tessera.op.nn.conv_gemm.pack_a_panels`: a pointwise convolution's weights);
-    `<symbol>_planes(m, n, ap, x, channels, kh, kw, dh, dw, sh, sw, phases_h, phases_w, rows, pitch, c, ldc)`
-    reads A so and B as the implicit im2col matrix of padded stride-phase planes `x`
-    (`tessera.op.nn.conv_planes_gemm`); and each of those with `_fused` and EPILOGUE_PARAMS after `ldc`
+    `<symbol>_planes(m, n, ap, x, channels, kh, kw, dh, dw, sh, sw, phases_h, phases_w, rows, pitch, width, c,
+    ldc)` reads A so and B as the implicit im2col matrix of padded stride-phase planes `x`
+    (`tessera.op.nn.conv_planes_gemm`), C's columns the output's positions, `width` to a row, where the planes'
+    rows are `pitch` wide; and each of those with `_fused` and EPILOGUE_PARAMS after `ldc`
     runs an epilogue program on every finished tile (`tessera.te.gemm_epilogue`). Each is its own helper: a
     unit that defines the GEMM inline defines only the entries it calls (-Wall: no unused statics); a library
     unit defines all eight (c_library)."""

@@ -11,24 +11,21 @@ contiguous run of memory, so B is never built (an implicit im2col): the microker
 micro-panels from the planes through a table of row offsets (`ts_sgemm_<MR>x<NR>_planes`). The weight,
 (OC, IC x KH x KW), is packed at compile time into the microkernel's A micro-panels (`pack_planes_weights`).
 
-Two layouts of the planes (`PlaneLayout`):
+p runs over the output's own positions, so C is the NCHW output itself: the GEMM writes it directly and
+runs the fused tail on each finished tile (`te.gemm_epilogue`). Two layouts of the planes (`PlaneLayout`):
 
-- a column stride of 1 (most 3x3s): one copy of each input plane per column tap, shifted by that tap and
-  as wide as the output, so p runs over the output's own positions and C is the NCHW output itself; the
-  GEMM writes it directly, running the fused tail on each finished tile (`te.gemm_epilogue`):
+- pitched: the padded input planes of each stride phase, their rows `pitch` wide (wider than the output's
+  rows by the taps' reach). Output row y's positions are B's columns from y*pitch on; a micro-panel of
+  positions that runs over a row's end is packed from two runs of each plane row (the entry's `width`):
 
-      planes[n, c, ph, j, r, x] = data[n, c, r*sh + ph - top, x + j - left]  (zero outside: `plane_copy`)
-      out[n, c, y*out_width + x] = the GEMM
+      planes[n, c, ph, pw, r, x] = data[n, c, r*sh + ph - top, x*sw + pw - left]  (zero outside: `plane_copy`)
+      out[n, c, y*out_width + x] = the GEMM, B's column y*pitch + x
 
-  (KW copies of the input instead of one, against no second pass over the output and no dropped columns:
-  VGG-19's 3x3s computed 226 columns a row for 224, Inception's 14x14s 16 for 14);
-- a larger column stride: the padded input planes of each stride phase, their rows `pitch` wide, and p
-  runs over the output's rows laid out with that pitch (`pitch - out_width` columns per row are computed
-  and dropped in a copy into NCHW, where fused tails run):
+- shifted, for a column stride of 1 and outputs narrower than a micro-panel: one copy of each input plane per
+  column tap, shifted by that tap and as wide as the output, so B's columns are the output's positions and no
+  panel needs two runs (KW copies of the input instead of one):
 
-      planes[n, c, ph, pw, r, x] = data[n, c, r*sh + ph - top, x*sw + pw - left]
-      product[n, c, y*pitch + x]  = the GEMM, y < out_height, x < pitch
-      out[n, c, y, x]             = product[n, c, y*pitch + x]
+      planes[n, c, ph, j, r, x] = data[n, c, r*sh + ph - top, x + j - left]
 
 The PackGemmWeights pass writes it in place of `nn.conv2d(data, constant)` where `planes_gemm_kernel` says
 so: for now on AVX2 only, where it was measured.
@@ -64,18 +61,16 @@ MIN_OUT_CHANNELS = 16  # fewer rows of A leave most of a 6-row micro-panel's loa
 # Zen 3, time against the schedule it replaced: 3x3 convolutions 64->64 at 8x8 0.78, 512->512 at 7x7 0.88,
 # 128->128 at 6x6 (planar) 0.55, 16->32 at 16x16 0.82; 64->64 at 5x5 (35 positions) 1.07, about even
 MIN_POSITIONS = 32
-# Shifted planes or pitched ones (`PlaneLayout.choose`): a multiply-add in the microkernel costs about this many
-# times less than copying a float (0.02-0.04 ns against 0.1-0.5 ns, te/parallel.py), and columns are computed
-# in micro-panels of PANEL_COLUMNS (AVX2's NR). Against pitched planes everywhere, medians of 8-10 in-process
-# rounds on a Zen 3, shifted everywhere took Inception-v2 0.95x the time at one thread and 0.94x at two,
-# SqueezeNet 0.96x and 0.97x, Inception-v1 0.97x, but VGG-19 1.01x (its 224x224 planes tripled to 39 MB) and
-# DenseNet-121 1.01x (32 output channels from 128 and more input channels).
-MACS_PER_COPIED_FLOAT = 8
+# Shifted planes or pitched ones (`PlaneLayout.choose`): pitched ones where the output's rows are at least a
+# micro-panel (AVX2's NR) wide, so at most one panel in two runs over a row's end. In a C harness on a Zen 3
+# (one thread, alternating, the copies included, outputs bit-identical), pitched against shifted took 0.82x
+# the time for 16 -> 16 channels at 32x32, 0.89x for 16 -> 64 at 55x55, 0.90x for 128 -> 128 at 28x28, 0.92x
+# for 64 -> 64 at 56x56; but 1.06-1.09x for 256 -> 256 at 14x14 and 64 -> 256 at 13x13, where every panel
+# spans two or more rows.
 PANEL_COLUMNS = 16
 # Larger shifted planes keep the pitched ones: the GEMM's B rows then span more memory than the caches and the
-# TLB reach (4 KiB pages) hold. VGG-19's 3x3s, the kernel alone in a C harness, shifted against pitched: 1.13x
-# the time for 128 -> 128 channels at 112x112 (20 MB of shifted planes), 1.03x for 256 at 56x56 (10 MB),
-# 0.98x for 512 at 14x14 (1.5 MB).
+# TLB reach (4 KiB pages) hold (VGG-19's 128 -> 128 channels at 112x112, 20 MB of shifted planes, 1.13x the
+# time of pitched ones).
 MAX_SHIFTED_BYTES = 2 << 20
 # the entry keeps a row offset per (input channel, tap) on the stack: at most 256 KiB of it (worker and
 # Python threads have megabytes of stack); deeper reductions keep the planar schedule
@@ -127,23 +122,17 @@ class PlaneLayout:
     @classmethod
     def choose(cls, in_shape: Sequence[int], out_shape: Sequence[int], strides: Sequence[int],
                padding: Sequence[int], kernel: Sequence[int], dilation: Sequence[int]) -> "PlaneLayout":
-        """The layout for NCHW shapes `in_shape` -> `out_shape`: shifted planes where they fit MAX_SHIFTED_BYTES
-        and the columns they save (whole micro-panels of the GEMM, and the copy into NCHW) outweigh copying
-        the input KW times."""
+        """The layout for NCHW shapes `in_shape` -> `out_shape`: shifted planes where the output's rows are
+        narrower than PANEL_COLUMNS and the planes fit MAX_SHIFTED_BYTES, else pitched ones."""
         pitched = cls.of(in_shape[2:], strides, padding, kernel, dilation)
         shifted = cls.shifted_of(in_shape[2:], strides, padding, kernel, dilation)
-        if shifted is None or shifted.floats(in_shape[1]) * 4 > MAX_SHIFTED_BYTES:
+        if shifted is None or shifted.floats(in_shape[1]) * 4 > MAX_SHIFTED_BYTES or out_shape[3] >= PANEL_COLUMNS:
             return pitched
-        channels, (out_channels, out_height, out_width) = in_shape[1], out_shape[1:]
-        depth = channels * math.prod(kernel)
-        panels_saved = -(-out_height * pitched.pitch // PANEL_COLUMNS) - -(-out_height * out_width // PANEL_COLUMNS)
-        saved = (panels_saved * PANEL_COLUMNS * out_channels * depth // MACS_PER_COPIED_FLOAT
-                 + out_channels * out_height * out_width)
-        return shifted if saved > shifted.floats(channels) - pitched.floats(channels) else pitched
+        return shifted
 
     @property
     def shifted(self) -> bool:
-        """A plane per column tap (C is the output itself), not per stride phase."""
+        """A plane per column tap, not per stride phase."""
         return self.column_stride == 1
 
     def floats(self, channels: int) -> int:
@@ -239,14 +228,13 @@ def _padded_read(data: te.Tensor, n: E.PrimExpr, c: E.PrimExpr, h: E.PrimExpr, w
 
 def planes_gemm_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out_shape: tuple[int, ...],
                      kernel: GemmKernel) -> te.Tensor:
-    """The convolution as one `kernel.planes_symbol` call per image (see the module doc): into the output
-    itself, a fused tail run on its tiles, where the planes are shifted per column tap; else into a
-    (batch, channels, out_height x pitch) scratch stage, then copied into NCHW."""
+    """The convolution as one `kernel.planes_symbol` call per image into the output itself, a fused tail run
+    on its tiles (see the module doc)."""
     batch, channels, out_height, out_width = out_shape
     layout = PlaneLayout.choose(data.shape, out_shape, attrs.strides, attrs.padding, attrs.kernel_size,
                                 attrs.dilation)
     planes = _planes(data, attrs, layout)
-    positions, zero = out_height * layout.pitch, E.IntImm(0)
+    positions, zero = out_height * out_width, E.IntImm(0)
     (kh, kw), (sh, sw), (dh, dw) = attrs.kernel_size, attrs.strides, attrs.dilation
     # shifted planes: column tap j is plane j of the channel, read from its start (the entry's phase j % sw,
     # offset j / sw within it, with sw taken as KW)
@@ -258,16 +246,12 @@ def planes_gemm_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out
         return gemm_call(kernel.planes_symbol, (channels, positions, te.pointer(w),
                                                 te.pointer(x, image.var, zero, zero, zero, zero, zero),
                                                 data.shape[1], kh, kw, dh, dw, sh, sw, *layout.phases, layout.rows,
-                                                layout.pitch),
+                                                layout.pitch, out_width),
                          out, (image.var, *(zero,) * (len(out.shape) - 1)), positions, epilogue)
 
-    if layout.shifted:  # C's rows are output channels, its columns the positions
-        return te.extern(out_shape, [planes, wp], lambda ins, out: product(ins, out, None), name="conv2d_gemm",
-                         loops=[image], gemm_output=GemmOutput((1,), (2, 3), product))
-    rows = te.extern((batch, channels, positions), [planes, wp], lambda ins, out: product(ins, out, None),
-                     name="conv2d_gemm", loops=[image])
-    pitch = layout.pitch
-    return te.compute(out_shape, lambda n, c, y, x: rows[n, c, E.add(E.mul(y, pitch), x)], name="conv2d_out")
+    # C's rows are output channels, its columns the positions
+    return te.extern(out_shape, [planes, wp], lambda ins, out: product(ins, out, None), name="conv2d_gemm",
+                     loops=[image], gemm_output=GemmOutput((1,), (2, 3), product))
 
 
 def _plain_conv(data: te.Tensor, wp: te.Tensor, attrs: PlanesGemmAttrs, out_shape: tuple[int, ...]) -> te.Tensor:
