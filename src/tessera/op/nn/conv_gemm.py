@@ -79,7 +79,12 @@ PREPACKED_MAX_DEPTH_LARGE_MAPS = MAX_DEPTH_LARGE_MAPS
 # 3x3 0.30x the planar time, 128->128 at 6x6 0.80x, 64->64 at 14x14 0.95x the other product's; 2048->512 and
 # 512->2048 at 7x7 0.88-0.91x, 1024->128 at 14x14 0.89x (deep reductions keep the planar schedule otherwise);
 # 16->96 at 56x56 1.35x and 32->32 at 16x16 1.3x the other product's (the model picks that one there).
-TRANSPOSE_COST = 8
+# 16 rather than 8 since AVX2 products default to 6x16 (DEFAULT_KERNELS): the transposed product's tail runs as
+# passes after the transpose, the other's on its tiles. 16 against 8, Zen 3, one thread, medians of 8 in-process
+# rounds with fresh modules: efficientnet_block 0.94x the time, mobilenet_v3_block 0.92x, mobilenet_v2_block
+# 0.96x (their 96->16 projections with the residual add), squeezenet 0.98x, ResNet-50 0.98x, aspp_head 1.02x,
+# inception_v1 1.00x.
+TRANSPOSE_COST = 16
 # Without the other product to compare, the transposed one needs its columns this full: 48 channels in two
 # 32-wide panels ran 1.3x the planar time at 27x27 and 13x13, 32 or 64 channels 0.95-1.02x.
 TRANSPOSED_MIN_FILL = 0.9
