@@ -184,3 +184,31 @@ def test_one_plus_exp_itself_meets_the_exp_bound(sweep: np.ndarray) -> None:
     x = relay.Var("x", relay.TensorType((64,), "float32"))
     lib = tessera.build(relay.IRModule.from_expr(relay.Function((x,), ew.add(relay.const(np.float32(1.0)), ew.exp(x)))))
     assert "ts_one_plus_exp_float32(" in "\n".join(lib.c_sources.values())  # the sweep above ran the helper
+
+
+# ---------------------------------------------- 1 + tanh(u): tanh-GELU (2 / ts_one_plus_exp_float32(-2u))
+ONE_PLUS_TANH_BOUND = 3.1e-7  # 1 + exp's 2.5e-7 and the division's half ulp
+
+
+def test_one_plus_tanh_meets_its_bound_where_tanh_and_one_would_cancel(sweep: np.ndarray) -> None:
+    """1 + tanh(u) as the kernels compute it, 2 / (1 + e^(-2u)): relative error <= 3.1e-7 wherever the result is
+    a normal float32, including u << 0 where it is tiny and 1 + tanh(u) would lose every digit; 2 at +inf, 0 at
+    -inf, NaN for NaN."""
+    got = _run(lambda v: ew.add(relay.const(np.float32(1.0)), ew.tanh(v)), sweep).astype(np.float64)
+    with np.errstate(all="ignore"):
+        wide = sweep.astype(np.float64)
+        ref = 2 / (1 + np.exp(-2 * wide))  # = 1 + tanh(u), without float64's own cancellation below u = -19
+        ref32 = ref.astype(np.float32).astype(np.float64)
+    normal = np.isfinite(sweep) & (ref32 >= TINY)
+    rel = np.abs(got[normal] - ref[normal]) / ref[normal]
+    worst = int(np.argmax(rel))
+    assert rel[worst] <= ONE_PLUS_TANH_BOUND, f"1 + tanh({sweep[normal][worst]!r}): relative error {rel[worst]:.3g}"
+    assert np.all(got[sweep < -20] < 1e-17)  # tiny, not 0 from a cancellation (while normal)
+    assert np.all(got[np.isfinite(sweep) & (ref32 < TINY)] <= TINY)
+    special = _run(lambda v: ew.add(ew.tanh(v), relay.const(np.float32(1.0))),
+                   np.array([np.inf, -np.inf, np.nan, 0.0], np.float32))
+    np.testing.assert_array_equal(special, np.array([2.0, 0.0, np.nan, 1.0], np.float32))
+    x = relay.Var("x", relay.TensorType((64,), "float32"))
+    lib = tessera.build(relay.IRModule.from_expr(relay.Function((x,), ew.add(relay.const(np.float32(1.0)), ew.tanh(x)))))
+    source = "\n".join(lib.c_sources.values())
+    assert "ts_one_plus_exp_float32(" in source and "ts_tanh_float32(" not in source  # the sweep ran that form

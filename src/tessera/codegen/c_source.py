@@ -528,9 +528,12 @@ class _FunctionWriter:
 
     @_EXPRS.register(E.BinaryOp)
     def _binary(self, e: E.BinaryOp) -> str:
-        exponent = _one_plus_exp_argument(e)
+        exponent = _one_plus_argument(e, E.Intrinsic.EXP)
         if exponent is not None:  # a sigmoid's denominator, in one helper cheaper than 1 + exp
             return f"{self._fast_math_helper('one_plus_exp')}({self.expr(exponent)})"
+        tangent = _one_plus_argument(e, E.Intrinsic.TANH)
+        if tangent is not None:  # tanh-GELU's 1 + tanh(u) = 2 / (1 + e^(-2u)): one exp, no cancellation near -1
+            return f"(2.0f / {self._fast_math_helper('one_plus_exp')}((-2.0f * {self.expr(tangent)})))"
         a, b = self.expr(e.a), self.expr(e.b)
         d = e.a.dtype
         if dt.is_storage_only(d):  # uint16_t bits: C arithmetic on them would be silently wrong
@@ -662,14 +665,15 @@ class _FunctionWriter:
         return f"&{self.ns.name_of(root, root.name)}[{self.expr(p.offset)}]"
 
 
-def _one_plus_exp_argument(e: E.BinaryOp) -> E.PrimExpr | None:
-    """y when `e` is the float32 sum 1 + exp(y) (either order), which c_fast_math computes in one helper."""
+def _one_plus_argument(e: E.BinaryOp, intrinsic: E.Intrinsic) -> E.PrimExpr | None:
+    """y when `e` is the float32 sum 1 + f(y) (either order) of the `intrinsic` f, which c_fast_math computes
+    through one helper (1 + exp) for exp and tanh."""
     if e.op is not E.BinOp.ADD or e.dtype != "float32":
         return None
-    for one, exp in ((e.a, e.b), (e.b, e.a)):
-        if (isinstance(one, E.FloatImm) and one.value == 1.0 and isinstance(exp, E.Call)
-                and exp.func is E.Intrinsic.EXP and exp.args[0].dtype == "float32"):
-            return exp.args[0]
+    for one, call in ((e.a, e.b), (e.b, e.a)):
+        if (isinstance(one, E.FloatImm) and one.value == 1.0 and isinstance(call, E.Call)
+                and call.func is intrinsic and call.args[0].dtype == "float32"):
+            return call.args[0]
     return None
 
 
