@@ -239,22 +239,29 @@ def test_compile_time_panels_equal_the_run_time_packing(kernel, tmp_path):
                 np.testing.assert_array_equal(bp[j, p0:p0 + kc].ravel(), pb, err_msg=f"{(k, n, j, p0)}")
 
 
+@pytest.mark.parametrize("branch", ["plain", "avx2"])
 @pytest.mark.parametrize("threads", [2, 3])
-def test_threads_split_the_columns_and_compute_the_same(threads, tmp_path):
-    """With OpenMP, a large product runs as one share of B's micro-panels per thread (uneven shares too)."""
-    lib = compile_kernel(GemmKernel(6, 16), "plain", tmp_path, openmp=True)
-    lib.set_threads(threads)
+def test_threads_split_the_columns_or_rows_and_compute_the_same_bits(threads, branch, tmp_path):
+    """With OpenMP, a large product runs as one share of B's micro-panels per thread (uneven shares too), or,
+    where few column panels would split unevenly, one share of A's: (64, 17, 2100) and (600, 40, 260) split
+    their rows, a 7x7 map's (512, 49, 300) too; each element is the same tile's at any thread count."""
+    lib = compile_kernel(GemmKernel(6, 16), branch, tmp_path, openmp=True)
     rng = np.random.default_rng(3)
-    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5), (250, 3000, 8)]:
+    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5), (250, 3000, 8), (512, 49, 300)]:
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32)
         c = np.full((m, n), np.nan, np.float32)
+        lib.set_threads(threads)
         lib.gemm(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(c), n)
         tol = 4e-5 * np.sqrt(k)
         np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=tol, atol=tol, err_msg=f"{(m, n, k)}")
         packed, bp = np.full((m, n), np.nan, np.float32), pack_b_panels(b, 16)  # (bp kept alive for the call)
         lib.gemm_prepacked(m, n, k, addr(a), k, 1, addr(bp), addr(packed), n)
         np.testing.assert_array_equal(packed, c, err_msg=f"prepacked {(m, n, k)}")
+        alone = np.full((m, n), np.nan, np.float32)
+        lib.set_threads(1)
+        lib.gemm(m, n, k, addr(a), k, 1, addr(b), n, 1, addr(alone), n)
+        np.testing.assert_array_equal(c, alone, err_msg=f"{threads} threads against one {(m, n, k)}")
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda g: g.symbol)

@@ -50,7 +50,19 @@ HEADERS = r"""#include <string.h>
 # a Zen 4 (1 MiB): ResNet-50 0.87-0.92x the time, VGG-19 0.89x in one A/B run and 1.02x in another, matrix
 # products of 197x768x3072 and 3136x2304x256 0.95x and 0.97x. Where the size is unknown, C_BLOCK_BYTES.
 L2_SHARE = (3, 4)
-C_BLOCK_SOURCE = r"""static inline int64_t ts_sgemm_c_block_bytes(void) {
+C_BLOCK_SOURCE = r"""/* the most of `total` (in units of `unit`, the last one short) that one of `parts` shares of whole units holds, the
+   shares split as the driver splits them */
+static inline int64_t ts_sgemm_largest_share(int64_t total, int64_t unit, int64_t parts) {
+  const int64_t count = (total + unit - 1) / unit;
+  int64_t largest = 0;
+  for (int64_t t = 0; t < parts; ++t) {
+    const int64_t first = count * t / parts * unit, end = count * (t + 1) / parts * unit;
+    const int64_t size = (end < total ? end : total) - first;
+    largest = size > largest ? size : largest;
+  }
+  return largest;
+}
+static inline int64_t ts_sgemm_c_block_bytes(void) {
   static int64_t known;  /* every thread that finds it 0 stores the same value */
   int64_t bytes = __atomic_load_n(&known, __ATOMIC_RELAXED);
   if (!bytes) {
@@ -304,7 +316,8 @@ def direct_rows(g: GemmKernel) -> int:
 
 def driver_source(g: GemmKernel) -> str:
     """`<symbol>_run(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep)`: the
-    blocked loops around packing and tiles. B is read through its strides and packed here, or, when `bp` is not null, read from
+    blocked loops around packing and tiles. B is read through its strides and packed here, or, when `bp` is not
+    null, read from
     `bp`: B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant packed at compile
     time), so no B packing runs at all. Likewise A from `ap` when it is not null (`pack_a_panels`). A block of
     at most `direct_rows(g)` rows of C reads whole panels of a plain B in place (DIRECT_ROWS).
@@ -314,21 +327,24 @@ def driver_source(g: GemmKernel) -> str:
 
     Threads split the columns of C, one contiguous share of micro-panels each, and run the whole blocked
     product on their share (each packs its own A block): one fork and one join per call, no barrier
-    inside, so a thread delayed by a busy core holds up the others only once. A share whose rows of C
+    inside, so a thread delayed by a busy core holds up the others only once. Where a share of the rows
+    is more even (few column panels: a 7x7 map's 49 columns split as 32 and 17), they split the rows of C
+    instead, each packing B's panels for its own. A share whose rows of C
     exceed `ts_sgemm_c_block_bytes()` (L2_SHARE of L2) runs as even blocks of columns, each through every
     K block while its C is in L2 (A is packed again per block: m x k against m x n x k multiply-adds). Where `ep`
     is not null, each tile's last K block runs its epilogue program (te/gemm_epilogue.py)."""
     s = g.symbol
-    return f"""TS_GEMM_DRIVER static void {s}_columns(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs,
-    int64_t a_cs, const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, int64_t b_width,
-    int64_t b_gap, const float* bp, float* c, int64_t ldc, const ts_sgemm_epilogue* ep, int64_t j_first, int64_t j_end) {{
+    return f"""TS_GEMM_DRIVER static void {s}_block(int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+    const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, int64_t b_width, int64_t b_gap,
+    const float* bp, float* c, int64_t ldc, const ts_sgemm_epilogue* ep, int64_t i_first, int64_t i_end,
+    int64_t j_first, int64_t j_end) {{
   enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, DIRECT_ROWS = {direct_rows(g)} }};
   const int64_t CB = ts_sgemm_c_block_bytes();
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
   /* one micro-panel of B, L1-resident across the rows, and NR floats of slack (`_pack_b_wrapped`) */
   float pb[KC * NR + NR] __attribute__((aligned(64)));
   /* blocks of A of even height (whole micro-panels): every packed B micro-panel serves as many rows */
-  const int64_t mblocks = (m + MC - 1) / MC, mstep = ((m + mblocks - 1) / mblocks + MR - 1) / MR * MR;
+  const int64_t m = i_end - i_first, mblocks = (m + MC - 1) / MC, mstep = ((m + mblocks - 1) / mblocks + MR - 1) / MR * MR;
   /* C's block (mstep x nc) stays in L2 across the K blocks: the columns in even blocks of whole micro-panels */
   const int64_t share = j_end - j_first, cbytes = mstep * share * 4;
   const int64_t cblocks = cbytes > CB ? (cbytes + CB - 1) / CB : 1;
@@ -337,8 +353,8 @@ def driver_source(g: GemmKernel) -> str:
     const int64_t jc_end = j_end - jc < nc ? j_end : jc + nc;
     for (int64_t p0 = 0; p0 < k; p0 += KC) {{
       const int64_t kc = k - p0 < KC ? k - p0 : KC;
-      for (int64_t i0 = 0; i0 < m; i0 += mstep) {{
-        const int64_t mc = m - i0 < mstep ? m - i0 : mstep;
+      for (int64_t i0 = i_first; i0 < i_end; i0 += mstep) {{
+        const int64_t mc = i_end - i0 < mstep ? i_end - i0 : mstep;
         if (!ap)
           for (int64_t ir = 0; ir < mc; ir += MR)
             {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
@@ -376,20 +392,30 @@ TS_GEMM_DRIVER static void {s}_run(int64_t m, int64_t n, int64_t k, const float*
     const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, int64_t b_width,
     int64_t b_gap, const float* bp, float* c, int64_t ldc, const ts_sgemm_epilogue* ep) {{
 #if defined(_OPENMP)
-  enum {{ NR = {g.nr} }};
-  const int64_t panels = (n + NR - 1) / NR;
-  if (m * n * k >= {PARALLEL_WORK} && panels > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {{
+  enum {{ MR = {g.mr}, NR = {g.nr} }};
+  const int64_t panels = (n + NR - 1) / NR, row_panels = (m + MR - 1) / MR;
+  if (m * n * k >= {PARALLEL_WORK} && (panels > 1 || row_panels > 1) && omp_get_max_threads() > 1
+      && !omp_in_parallel()) {{
 #pragma omp parallel
     {{
       const int64_t parts = omp_get_num_threads(), t = omp_get_thread_num();
-      const int64_t first = panels * t / parts * NR, end = panels * (t + 1) / parts * NR;
-      {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep, first,
+      /* the largest share of the columns (and of the rows), as a fraction of n (of m): by rows where that is
+         smaller by more than 1/32 (each thread then packs all of B) */
+      const int64_t widest = ts_sgemm_largest_share(n, NR, parts), tallest = ts_sgemm_largest_share(m, MR, parts);
+      if (tallest * n * 32 < widest * m * 31) {{
+        const int64_t first = row_panels * t / parts * MR, end = row_panels * (t + 1) / parts * MR;
+        {s}_block(n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep, first,
+                  end < m ? end : m, 0, n);
+      }} else {{
+        const int64_t first = panels * t / parts * NR, end = panels * (t + 1) / parts * NR;
+        {s}_block(n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep, 0, m, first,
                   end < n ? end : n);
+      }}
     }}
     return;
   }}
 #endif
-  {s}_columns(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep, 0, n);
+  {s}_block(n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep, 0, m, 0, n);
 }}"""
 
 
