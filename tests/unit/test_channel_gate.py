@@ -127,8 +127,8 @@ def test_a_squeeze_excitation_block_matches_onnxruntime(target):
     multiplied = [graph["entries"][graph["node_row_ptr"][i]]["shape"] for i, n in enumerate(graph["nodes"])
                   if "multiply" in n.get("ops", ())]
     # the packed 16 x 96 weight: (groups, panels, 96 inputs, MR), its 16 rows padded to whole micro-panels
-    assert multiplied and all(len(shape) == 4 and shape[2] == 96 and (shape[1] - 1) * shape[3] < 16 <= shape[1] * shape[3]
-                              for shape in multiplied)
+    assert multiplied and all(len(shape) == 4 and shape[2] == 96
+                              and (shape[1] - 1) * shape[3] < 16 <= shape[1] * shape[3] for shape in multiplied)
     assert any(ops[0] == "nn.conv2d_pointwise_prepacked" and "multiply" not in ops for ops in kernels)
     require_level(LEVELS[target])
     x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)

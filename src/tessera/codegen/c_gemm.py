@@ -50,8 +50,8 @@ HEADERS = r"""#include <string.h>
 # a Zen 4 (1 MiB): ResNet-50 0.87-0.92x the time, VGG-19 0.89x in one A/B run and 1.02x in another, matrix
 # products of 197x768x3072 and 3136x2304x256 0.95x and 0.97x. Where the size is unknown, C_BLOCK_BYTES.
 L2_SHARE = (3, 4)
-C_BLOCK_SOURCE = r"""/* the most of `total` (in units of `unit`, the last one short) that one of `parts` shares of whole units holds, the
-   shares split as the driver splits them */
+C_BLOCK_SOURCE = r"""/* the most of `total` (in units of `unit`, the last one short) that one of `parts` shares of whole
+   units holds, the shares split as the driver splits them */
 static inline int64_t ts_sgemm_largest_share(int64_t total, int64_t unit, int64_t parts) {
   const int64_t count = (total + unit - 1) / unit;
   int64_t largest = 0;
@@ -317,10 +317,10 @@ def direct_rows(g: GemmKernel) -> int:
 def driver_source(g: GemmKernel) -> str:
     """`<symbol>_run(m, n, k, a, a_rs, a_cs, ap, b, b_rs, b_cs, b_rows, b_width, b_gap, bp, c, ldc, ep)`: the
     blocked loops around packing and tiles. B is read through its strides and packed here, or, when `bp` is not
-    null, read from
-    `bp`: B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant packed at compile
-    time), so no B packing runs at all. Likewise A from `ap` when it is not null (`pack_a_panels`). A block of
-    at most `direct_rows(g)` rows of C reads whole panels of a plain B in place (DIRECT_ROWS).
+    null, read from `bp`: B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant
+    packed at compile time), so no B packing runs at all. Likewise A from `ap` when it is not null
+    (`pack_a_panels`). A block of at most `direct_rows(g)` rows of C reads whole panels of a plain B in place
+    (DIRECT_ROWS).
     Where `b_width` is not 0 (an implicit im2col over planes wider than the output), C's columns are rows of
     `b_width` whose B columns lie `b_gap` further apart: a panel running over a row's end is packed in two runs
     (`_pack_b_wrapped`), so C is the output itself and no column is computed twice or dropped.
@@ -344,7 +344,8 @@ def driver_source(g: GemmKernel) -> str:
   /* one micro-panel of B, L1-resident across the rows, and NR floats of slack (`_pack_b_wrapped`) */
   float pb[KC * NR + NR] __attribute__((aligned(64)));
   /* blocks of A of even height (whole micro-panels): every packed B micro-panel serves as many rows */
-  const int64_t m = i_end - i_first, mblocks = (m + MC - 1) / MC, mstep = ((m + mblocks - 1) / mblocks + MR - 1) / MR * MR;
+  const int64_t m = i_end - i_first, mblocks = (m + MC - 1) / MC;
+  const int64_t mstep = ((m + mblocks - 1) / mblocks + MR - 1) / MR * MR;
   /* C's block (mstep x nc) stays in L2 across the K blocks: the columns in even blocks of whole micro-panels */
   const int64_t share = j_end - j_first, cbytes = mstep * share * 4;
   const int64_t cblocks = cbytes > CB ? (cbytes + CB - 1) / CB : 1;

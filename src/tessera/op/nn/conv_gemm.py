@@ -44,7 +44,8 @@ from ...tir import expr as E
 from ...tir import stmt as S
 from ...tir.buffer import Buffer
 from .conv_schedule import ConvGeometry
-from .gemm import DEFAULT_KERNELS_BY_LANES, KERNELS_BY_LANES, MIN_ROWS, GemmKernel, gemm_call, pack_a_panels, unpack_b_panels
+from .gemm import (DEFAULT_KERNELS_BY_LANES, KERNELS_BY_LANES, MIN_ROWS, GemmKernel, gemm_call, pack_a_panels,
+                   unpack_b_panels)
 from ..schedule_context import ScheduleContext
 
 WORKLOAD_OP = "conv2d_gemm"  # the operator named in tuning logs
