@@ -65,8 +65,8 @@ MIN_POSITIONS = 32
 # micro-panel (AVX2's NR) wide, so at most one panel in two runs over a row's end. In a C harness on a Zen 3
 # (one thread, alternating, the copies included, outputs bit-identical), pitched against shifted took 0.82x
 # the time for 16 -> 16 channels at 32x32, 0.89x for 16 -> 64 at 55x55, 0.90x for 128 -> 128 at 28x28, 0.92x
-# for 64 -> 64 at 56x56; but 1.06-1.09x for 256 -> 256 at 14x14 and 64 -> 256 at 13x13, where every panel
-# spans two or more rows.
+# for 64 -> 64 at 56x56; but 1.01-1.09x for 256 -> 256 at 14x14 and 64 -> 256 at 13x13 over repeated runs
+# (48 -> 192 at 13x13 0.90-0.97x), where every panel spans two or more rows.
 PANEL_COLUMNS = 16
 # Larger shifted planes keep the pitched ones: the GEMM's B rows then span more memory than the caches and the
 # TLB reach (4 KiB pages) hold (VGG-19's 128 -> 128 channels at 112x112, 20 MB of shifted planes, 1.13x the
