@@ -52,13 +52,17 @@ void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, 
 """
 
 
+def kernel_source(g: GemmKernel, entries) -> str:
+    """A unit defining `g`'s microkernel, packing, driver and the named entries."""
+    return "\n".join(("#include <stdint.h>", HEADERS, C_BLOCK_SOURCE, EPILOGUE_SOURCE, gemm_source(g),
+                      *(entry_source(g, e) for e in entries)))
+
+
 def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -> ctypes.CDLL:
     if branch != "plain":
         require_level(BRANCHES[branch])
-    entries = "\n".join(entry_source(g, e) for e in (g.symbol, g.prepacked_symbol, g.prepacked_a_symbol,
-                                                      fused(g.symbol)))
-    source = "\n".join(("#include <stdint.h>", HEADERS, C_BLOCK_SOURCE, EPILOGUE_SOURCE, gemm_source(g), entries,
-                        WRAPPERS.replace("SYM", g.symbol)))
+    source = kernel_source(g, (g.symbol, g.prepacked_symbol, g.prepacked_a_symbol, fused(g.symbol)))
+    source += "\n" + WRAPPERS.replace("SYM", g.symbol)
     if openmp:
         source += "void set_threads(int n) { omp_set_num_threads(n); }\n"
     (tmp_path / "gemm.c").write_text(source)
@@ -82,9 +86,7 @@ def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -
 def test_every_branch_compiles_warning_free_on_any_x86_host(kernel, tmp_path):
     """Each ISA branch of every microkernel and entry, the fused and planes ones included, compiles under -Wall
     -Werror for its -march, with OpenMP: also the AVX-512 text, which an AVX2-only CPU cannot run."""
-    entries = "\n".join(entry_source(kernel, e) for e in kernel.entries)
-    source = "\n".join(("#include <stdint.h>", HEADERS, C_BLOCK_SOURCE, EPILOGUE_SOURCE, gemm_source(kernel), entries))
-    (tmp_path / "gemm.c").write_text(source)
+    (tmp_path / "gemm.c").write_text(kernel_source(kernel, kernel.entries))
     for march in BRANCHES.values():
         subprocess.run(["gcc", "-O2", "-std=gnu11", "-c", "-fPIC", "-Wall", "-Werror", "-Wno-unused-function",
                         f"-march={march}", "-fopenmp", "-o", str(tmp_path / "gemm.o"), str(tmp_path / "gemm.c")],

@@ -277,25 +277,27 @@ static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_
   }}
 }}
 static inline void {s}_pack_b_wrapped(int64_t nv, int64_t kc, const float* b, const int32_t* b_rows, int64_t j0,
-    int64_t width, int64_t gap, float* pb) {{
+    int64_t jb, int64_t width, int64_t gap, float* pb) {{
   enum {{ NR = {g.nr} }};
-  /* where each of the panel's columns (C's j0.., output positions) lies in a plane whose rows are `gap` wider */
+  const int64_t split = width - j0 % width;  /* the columns before the end of the output row */
+  if (width >= NR && nv == NR) {{
+    /* two runs of B's row (from B's column jb of C's j0, then from the next output row's start, `gap` further
+       on), each copied NR floats long, the second over the first's excess (its own excess lands where row
+       p + 1 goes, or in pb's slack) */
+    for (int64_t p = 0; p < kc; ++p, pb += NR) {{
+      const float* src = b + b_rows[p];
+      memcpy(pb, src + jb, sizeof(float) * NR);
+      memcpy(pb + split, src + jb + split + gap, sizeof(float) * NR);
+    }}
+    return;
+  }}
+  /* the panel spans more rows: where each of its columns (C's j0.., output positions) lies in B */
   int64_t at[NR];
   for (int64_t j = 0; j < NR; ++j) at[j] = j < nv ? (j0 + j) + (j0 + j) / width * gap : 0;
-  const int64_t split = width - j0 % width;  /* the columns before the end of the output row */
-  if (width >= NR && nv == NR)
-    /* two runs of B's row, each copied NR floats long: from the panel's start, then from the next output row's
-       start over the first run's excess (the second's excess lands where row p + 1 goes, or in pb's slack) */
-    for (int64_t p = 0; p < kc; ++p, pb += NR) {{
-      const float* src = b + b_rows[p];
-      memcpy(pb, src + at[0], sizeof(float) * NR);
-      memcpy(pb + split, src + at[split], sizeof(float) * NR);
-    }}
-  else
-    for (int64_t p = 0; p < kc; ++p, pb += NR) {{
-      const float* src = b + b_rows[p];
-      for (int64_t j = 0; j < NR; ++j) pb[j] = j < nv ? src[at[j]] : 0.0f;
-    }}
+  for (int64_t p = 0; p < kc; ++p, pb += NR) {{
+    const float* src = b + b_rows[p];
+    for (int64_t j = 0; j < NR; ++j) pb[j] = j < nv ? src[at[j]] : 0.0f;
+  }}
 }}"""
 
 
@@ -373,7 +375,7 @@ def driver_source(g: GemmKernel) -> str:
           const int direct = DIRECT_ROWS > 0 && !bp && b_cs == 1 && nv == NR && mc <= DIRECT_ROWS && !wrapped;
           const float* panel = bp ? bp + j0 * k + p0 * NR : direct ? b + (b_rows ? 0 : p0 * b_rs) + jb : pb;
           if (wrapped && !bp)
-            {s}_pack_b_wrapped(nv, kc, b, b_rows + p0, j0, b_width, b_gap, pb);
+            {s}_pack_b_wrapped(nv, kc, b, b_rows + p0, j0, jb, b_width, b_gap, pb);
           else if (!bp && !direct)
             {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + jb * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
           const int64_t bs = direct ? b_rs : NR;

@@ -67,7 +67,7 @@ MIN_POSITIONS = 32
 # the time for 16 -> 16 channels at 32x32, 0.89x for 16 -> 64 at 55x55, 0.90x for 128 -> 128 at 28x28, 0.92x
 # for 64 -> 64 at 56x56; but 1.01-1.09x for 256 -> 256 at 14x14 and 64 -> 256 at 13x13 over repeated runs
 # (48 -> 192 at 13x13 0.90-0.97x), where every panel spans two or more rows.
-PANEL_COLUMNS = 16
+PANEL_COLUMNS = DEFAULT_KERNELS_BY_LANES[WORKLOAD_LANES[0]][0].nr
 # Larger shifted planes keep the pitched ones: the GEMM's B rows then span more memory than the caches and the
 # TLB reach (4 KiB pages) hold (VGG-19's 128 -> 128 channels at 112x112, 20 MB of shifted planes, 1.13x the
 # time of pitched ones).
