@@ -1,10 +1,11 @@
 """C text of the 2-d pooling kernels (`tessera.op.nn.pool_rows.Pool2dKernel`, which says why).
 
-Output rows and columns are split where windows start to reach past the
-input: inside, a row of outputs reads its window's taps with constant
-offsets and no test, so gcc unrolls the taps and vectorises the row; the
-border positions test each tap (an average also counts its window there).
-Planes are split over OpenMP threads.
+Every size is an enum constant of the function, so gcc unrolls the row
+copies and the taps and knows each loop's trip count. Each OpenMP thread
+fills its band buffer with the neutral value once; a band then copies the
+input rows its windows read into the buffer's middle (rows above or below
+the input are filled again), so the border needs no test. Planes are split
+over the threads.
 """
 
 from __future__ import annotations
@@ -13,67 +14,111 @@ from ..op.nn.pool_rows import Pool2dKernel
 from ..te.parallel import PARALLEL_MIN_WORK
 
 
+def _counts(k: Pool2dKernel) -> tuple[str, str]:
+    """An average's divisors: the per-column counts (before the planes) and the per-row count (per band row)."""
+    (h, w), (pt, pl) = k.in_size, k.padding
+    lo_y, hi_y, lo_x, hi_x = (0, h, 0, w) if k.counted_end is None else (
+        -pt, h + k.counted_end[0], -pl, w + k.counted_end[1])
+    columns = f"""  int32_t cols[OW];  /* the taps each output column counts */
+  for (int64_t ox = 0; ox < OW; ++ox) {{
+    const int64_t x0 = ox * SW - PL, left = x0 > {lo_x} ? x0 : {lo_x}, right = x0 + KW < {hi_x} ? x0 + KW : {hi_x};
+    cols[ox] = (int32_t)(right > left ? right - left : 0);
+  }}"""
+    row = f"""
+const int64_t y0 = (oy0 + r) * SH - PT, top = y0 > {lo_y} ? y0 : {lo_y}, bottom = y0 + KH < {hi_y} ? y0 + KH : {hi_y};
+const int32_t counted = (int32_t)(bottom > top ? bottom - top : 0);  /* the taps this row counts */"""
+    return columns, row
+
+
+def _indent(text: str, spaces: int) -> str:
+    """`text` with each line but a pragma indented by `spaces` (nothing for no text)."""
+    if not text:
+        return ""
+    return "\n".join(line if line.startswith("#") else " " * spaces + line for line in text.split("\n"))
+
+
 def pool2d_source(k: Pool2dKernel) -> str:
-    (kh, kw), (sh, sw) = k.kernel, k.strides
+    (kh, kw), (sh, sw), (h, w), (oh, ow), (pt, pl) = k.kernel, k.strides, k.in_size, k.out_size, k.padding
     neutral, combine = ("0.0f", "acc + v") if k.average else ("-INFINITY", "acc > v ? acc : v")
-    inside = (f"acc / {kh * kw}.0f" if k.average else "acc")
-    border = ("acc / (float)(count > 0 ? count : 1)" if k.average else "acc")
-    count_rows = ("const int64_t top = y0 > lo_y ? y0 : lo_y, bottom = y0 + KH < hi_y ? y0 + KH : hi_y;\n"
-                  "      const int64_t rows = bottom > top ? bottom - top : 0;") if k.average else ""
-    count = ("const int64_t left = x0 > lo_x ? x0 : lo_x, right = x0 + KW < hi_x ? x0 + KW : hi_x;\n"
-             "        const int64_t count = rows * (right > left ? right - left : 0);") if k.average else ""
-    unused = "" if k.average else "\n  (void)lo_y; (void)hi_y; (void)lo_x; (void)hi_x;"
-    text = f"""/* {kh}x{kw} {'average' if k.average else 'max'} pooling, stride {sh}x{sw}, of `planes` h x w planes into oh x ow */
-static void {k.symbol}(int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t pt, int64_t pl,
-    int64_t lo_y, int64_t hi_y, int64_t lo_x, int64_t hi_x, const float* restrict x, float* restrict y) {{
-  enum {{ KH = {kh}, KW = {kw}, SH = {sh}, SW = {sw} }};{unused}
-  /* outputs whose windows lie inside the input: rows [oy0, oy1), columns [ox0, ox1) */
-  int64_t oy1 = h - KH + pt >= 0 ? (h - KH + pt) / SH + 1 : 0, ox1 = w - KW + pl >= 0 ? (w - KW + pl) / SW + 1 : 0;
-  if (oy1 > oh) oy1 = oh;
-  if (ox1 > ow) ox1 = ow;
-  int64_t oy0 = (pt + SH - 1) / SH, ox0 = (pl + SW - 1) / SW;
-  if (oy0 > oy1) oy0 = oy1;
-  if (ox0 > ox1) ox0 = ox1;
+    pw, band = k.padded_width, k.band_rows
+    left = min(pl, pw)
+    copy = max(0, min(w, pw - left))
+    columns, row_count = _counts(k) if k.average else ("", "")
+    store = ("const int32_t c = counted * cols[ox];\nout[ox] = acc / (float)(c > 0 ? c : 1);"
+             if k.average else "out[ox] = acc;")
+    run = ""
+    row_copy = "for (int64_t i = 0; i < COPY; ++i) dst[LEFT + i] = src[i];"
+    if sw == 2 and not (sh == 1 and sw == 1):
+        row_copy = """for (int64_t m = (LEFT + 1) / 2; 2 * m < LEFT + COPY; ++m) dst[m] = src[2 * m - LEFT];  /* even columns */
+for (int64_t m = LEFT / 2; 2 * m + 1 < LEFT + COPY; ++m) dst[PWH + m] = src[2 * m + 1 - LEFT];  /* odd columns */"""
+    if sh == 1 and sw == 1:
+        run = "\n    float acc_run[(BAND - 1) * PW + OW] __attribute__((aligned(64)));  /* a band's results, row ends too */"
+        # one flat run over the band's positions, across row ends; each row's first OW results are kept
+        compute = f"""for (int64_t i = 0; i < (rows - 1) * PW + OW; ++i) {{
+  float acc = buf[i];
+#pragma GCC unroll {kh * kw}
+  for (int t = 1; t < KH * KW; ++t) {{
+    const float v = buf[i + (t / KW) * PW + t % KW];
+    acc = {combine};
+  }}
+  acc_run[i] = acc;
+}}
+for (int64_t r = 0; r < rows; ++r) {{
+  float* out = y + (p * OH + oy0 + r) * OW;{_indent(row_count, 2)}
+  for (int64_t ox = 0; ox < OW; ++ox) {{
+    const float acc = acc_run[r * PW + ox];
+{_indent(store, 4)}
+  }}
+}}"""
+    else:
+        # stride 2 across: each band row holds its even columns, then its odd ones (from PWH), so a window's
+        # taps are unit-stride runs over the outputs
+        column = ("((t % KW) & 1 ? PWH : 0) + (t % KW) / 2 + ox" if sw == 2 else "ox * SW + t % KW")
+        compute = f"""for (int64_t r = 0; r < rows; ++r) {{
+  float* out = y + (p * OH + oy0 + r) * OW;
+  const float* win = buf + r * SH * PW;{_indent(row_count, 2)}
+  for (int64_t ox = 0; ox < OW; ++ox) {{
+    float acc = win[{"ox" if sw == 2 else "ox * SW"}];
+#pragma GCC unroll {kh * kw}
+    for (int t = 1; t < KH * KW; ++t) {{
+      const float v = win[(t / KW) * PW + {column}];
+      acc = {combine};
+    }}
+{_indent(store, 4)}
+  }}
+}}"""
+    text = f"""/* {kh}x{kw} {'average' if k.average else 'max'} pooling, stride {sh}x{sw}, of {h}x{w} planes (windows from \
+row -{pt}, column -{pl}) into {oh}x{ow} */
+static void {k.symbol}(int64_t planes, const float* restrict x, float* restrict y) {{
+  enum {{ KH = {kh}, KW = {kw}, SH = {sh}, SW = {sw}, H = {h}, W = {w}, OH = {oh}, OW = {ow}, PT = {pt}, PL = {pl} }};
+  /* a band: BAND output rows' windows, PROWS padded rows of PW columns, the input's at LEFT.. LEFT + COPY */
+  enum {{ PW = {pw}, BAND = {band}, PROWS = (BAND - 1) * SH + KH, LEFT = {left}, COPY = {copy}, PWH = (PW + 1) / 2 }};
+{columns}
 #if defined(_OPENMP)
-#pragma omp parallel for if (planes * oh * ow * KH * KW >= {PARALLEL_MIN_WORK}) schedule(static)
+#pragma omp parallel if (planes * OH * OW * KH * KW >= {PARALLEL_MIN_WORK})
 #endif
-  for (int64_t p = 0; p < planes; ++p) {{
-    const float* in = x + p * h * w;
-    for (int64_t oy = 0; oy < oh; ++oy) {{
-      const int64_t y0 = oy * SH - pt;
-      float* out = y + (p * oh + oy) * ow;
-      {count_rows}
-      const int64_t first = oy >= oy0 && oy < oy1 ? ox0 : ow;  /* a border row tests every column */
-      const int64_t last = oy >= oy0 && oy < oy1 ? ox1 : ow;
-      for (int64_t ox = 0; ox < ow; ++ox) {{
-        if (ox == first) ox = last;  /* the inside columns, below */
-        if (ox >= ow) break;
-        const int64_t x0 = ox * SW - pl;
-        {count}
-        float acc = {neutral};
-        for (int64_t ky = 0; ky < KH; ++ky) {{
-          if (y0 + ky < 0 || y0 + ky >= h) continue;
-          for (int64_t kx = 0; kx < KW; ++kx) {{
-            if (x0 + kx < 0 || x0 + kx >= w) continue;
-            const float v = in[(y0 + ky) * w + x0 + kx];
-            acc = {combine};
+  {{
+    float buf[PROWS * PW] __attribute__((aligned(64)));{run}
+    for (int64_t i = 0; i < PROWS * PW; ++i) buf[i] = {neutral};
+#if defined(_OPENMP)
+#pragma omp for schedule(static)
+#endif
+    for (int64_t p = 0; p < planes; ++p) {{
+      const float* in = x + p * H * W;
+      for (int64_t oy0 = 0; oy0 < OH; oy0 += BAND) {{
+        const int64_t rows = OH - oy0 < BAND ? OH - oy0 : BAND, first = oy0 * SH - PT;  /* input row of buf's 0 */
+        for (int64_t j = 0; j < (rows - 1) * SH + KH; ++j) {{
+          float* dst = buf + j * PW;
+          if (first + j >= 0 && first + j < H) {{
+            const float* src = in + (first + j) * W;
+{_indent(row_copy, 12)}
+          }} else {{  /* above or below the input (the first and last bands) */
+            for (int64_t i = 0; i < PW; ++i) dst[i] = {neutral};
           }}
         }}
-        out[ox] = {border};
-      }}
-      if (first >= last) continue;
-      const float* row = in + y0 * w + (first * SW - pl);
-      for (int64_t ox = first; ox < last; ++ox) {{
-        const float* win = row + (ox - first) * SW;
-        float acc = win[0];
-#pragma GCC unroll {kh * kw}
-        for (int t = 1; t < KH * KW; ++t) {{
-          const float v = win[(t / KW) * w + t % KW];
-          acc = {combine};
-        }}
-        out[ox] = {inside};
+{_indent(compute, 8)}
       }}
     }}
   }}
 }}"""
-    return "\n".join(line for line in text.splitlines() if line.strip())  # (the max has no counts)
+    return "\n".join(line for line in text.splitlines() if line.strip())
