@@ -88,8 +88,8 @@ class Pool2dKernel:
                          r"_pad(\d+)x(\d+)(?:_countpad(\d+)x(\d+))?_float32", name)
         if m is None:
             return None
-        v = [int(g) if g is not None else None for g in m.groups()[1:]]
-        counted = None if v[10] is None else (v[10], v[11])
+        v = [int(g) for g in m.groups()[1:11]]
+        counted = None if m.group(12) is None else (int(m.group(12)), int(m.group(13)))
         return cls(m.group(1) == "avg", (v[0], v[1]), (v[2], v[3]), (v[4], v[5]), (v[6], v[7]), (v[8], v[9]),
                    counted)
 
