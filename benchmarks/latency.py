@@ -13,7 +13,9 @@ count, tessera's own generated C (target `c`, `GraphModule(lib,
 num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
 input; the runs alternate and the smaller of two medians counts. (At N > 1
 threads a GraphModule runs at N or at one, whichever its recent runs found
-faster: runtime/thread_choice.py.) Optional
+faster: runtime/thread_choice.py. Each module first runs until it has timed
+both counts, so the medians time its steady state, not its first tries at
+one thread.) Optional
 columns: the same `c` build with a tuning log (`--tuning-log`, from `tessera
 tune`; `--tune` makes or extends it first) and the `blas` target (`--blas`;
 OpenBLAS itself runs on one thread unless OPENBLAS_NUM_THREADS is set). Prints the CPU and the
@@ -44,6 +46,7 @@ import onnx  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera.frontend import from_onnx  # noqa: E402
+from tessera.runtime import thread_choice  # noqa: E402
 from tessera.target import Target  # noqa: E402
 from tessera.target.cpu_id import isa_level, native_cpu_model  # noqa: E402
 from tessera.target.simd import float32_lanes, host_arch, native_cpu_flags  # noqa: E402
@@ -72,6 +75,7 @@ ROUNDS = 2  # alternating rounds per runner; the smaller median counts
 # seconds between two runners' blocks: the pool threads of the one before stop spinning (onnxruntime's
 # spin a while after a run)
 SETTLE = 0.05
+SETTLE_RUNS = thread_choice.WARM_UP + thread_choice.BURST + 2  # enough for `settle_threads`, with a run to spare
 NAME_WIDTH = max(map(len, MODELS))  # of the model column
 
 
@@ -125,6 +129,16 @@ def median_seconds(fn: Callable[[], object], repeat: int, budget: float) -> floa
     return statistics.median(times)
 
 
+def settle_threads(gm: tessera.GraphModule) -> None:
+    """Runs `gm` until its thread choice has timed both counts (runtime/thread_choice.py). Its first tries at
+    one thread come right after its first runs: in a block of a few runs of a slow model (VGG-19 at two
+    threads: 4-6 runs in the budget) they were most of the block and set its median."""
+    for _ in range(SETTLE_RUNS):
+        if gm.threads_settled:
+            return
+        gm.run()
+
+
 def bench_model(name: str, variants: list[Variant], threads: list[int], repeat: int, budget: float) -> list[Row]:
     model, input_name, x = load_model(name)
     mod, params = from_onnx(model)
@@ -144,6 +158,7 @@ def bench_model(name: str, variants: list[Variant], threads: list[int], repeat: 
             gm.set_input(0, x)
             gm.run()
             row.error = max(row.error, float(np.max(np.abs(gm.get_output(0) - ref))))
+            settle_threads(gm)
             runners[v.name] = gm.run
         runners["ort"] = lambda: sess.run(None, {input_name: x})
         # interleave the runtimes so machine noise hits all of them alike

@@ -38,6 +38,20 @@ def test_warm_up_times_all_threads_then_one_each_after_a_run_not_recorded():
     assert _runs(choice, {4: MS, 1: 2 * MS}, 2 * BURST) == [4] * BURST + [1] * BURST
 
 
+def test_settled_once_every_count_is_timed_and_stays_so():
+    choice = ThreadChoice(2)
+    counts = []
+    while not choice.settled:
+        counts += _runs(choice, {2: MS, 1: 2 * MS}, 1)
+    assert counts == [2] * BURST + [1] * BURST  # the first try's last run settles it
+    later = []
+    for _ in range(2 * EXPLORE_EVERY):  # later tries included
+        later += _runs(choice, {2: MS, 1: 2 * MS}, 1)
+        assert choice.settled
+    assert 1 in later
+    assert ThreadChoice(1).settled  # nothing to choose
+
+
 @pytest.mark.parametrize("faster", [1, 2])
 def test_runs_use_the_faster_count_and_try_the_other_in_bursts_now_and_then(faster):
     choice = ThreadChoice(2)
@@ -138,7 +152,8 @@ def test_a_module_gives_the_same_outputs_at_whichever_count_it_chooses():
     adaptive = tessera.GraphModule(lib, num_threads=2)
     for _ in range(2 * BURST + 2):  # runs at both counts
         np.testing.assert_array_equal(adaptive(x)[0], reference)
-    assert adaptive.threads_chosen in (1, 2)
+    assert adaptive.threads_chosen in (1, 2) and adaptive.threads_settled
+    assert tessera.GraphModule(lib, num_threads=2, adaptive_threads=False).threads_settled  # no choice to make
 
 
 def test_without_a_thread_count_runs_choose_between_openmps_and_one(tmp_path):

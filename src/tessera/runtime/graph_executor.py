@@ -241,6 +241,13 @@ class GraphModule:
             return self._most_threads
         return self._thread_choice.best()
 
+    @property
+    def threads_settled(self) -> bool:
+        """Have runs timed every thread count they choose between (thread_choice.py)? Until then the next
+        run may be one of the first tries at one thread; afterwards tries come only now and then. Benchmarks
+        run a module until this holds (WARM_UP + BURST + 1 runs from its first) to time its steady state."""
+        return self._thread_choice is None or self._thread_choice.settled
+
     def get_output(self, index: int) -> np.ndarray:
         if not 0 <= index < self.num_outputs:
             raise RuntimeExecutionError(f"output index {index} out of range (model has {self.num_outputs})")

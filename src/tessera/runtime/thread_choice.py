@@ -112,6 +112,12 @@ class ThreadChoice:
         self._chosen = self._one if one < most * (1 - MARGIN) else self._most  # (False while one is inf)
         self._explore_every = _explore_every(costs[self._chosen], costs[self._other()])
 
+    @property
+    def settled(self) -> bool:
+        """Every count has WARM_UP recorded runs (the first try is over): from here on the count not chosen
+        runs only in a burst once in `_explore_every` runs."""
+        return self._most == 1 or all(len(r) >= WARM_UP for r in self._recent.values())
+
     def _other(self) -> int:
         return self._one if self._chosen == self._most else self._most
 
