@@ -41,12 +41,13 @@ def test_warm_up_times_all_threads_then_one_each_after_a_run_not_recorded():
 def test_settled_once_every_count_is_timed_and_stays_so():
     choice = ThreadChoice(2)
     counts = []
+    seconds = {2: MS, 1: 1.05 * MS}  # one thread close behind: tried every EXPLORE_EVERY runs
     while not choice.settled:
-        counts += _runs(choice, {2: MS, 1: 2 * MS}, 1)
+        counts += _runs(choice, seconds, 1)
     assert counts == [2] * BURST + [1] * BURST  # the first try's last run settles it
     later = []
-    for _ in range(2 * EXPLORE_EVERY):  # later tries included (one thread close behind: tried every EXPLORE_EVERY)
-        later += _runs(choice, {2: MS, 1: 1.05 * MS}, 1)
+    for _ in range(2 * EXPLORE_EVERY):  # later tries included
+        later += _runs(choice, seconds, 1)
         assert choice.settled
     assert 1 in later
     assert ThreadChoice(1).settled  # nothing to choose
