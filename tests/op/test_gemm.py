@@ -260,10 +260,13 @@ def test_compile_time_panels_equal_the_run_time_packing(kernel, tmp_path):
 def test_threads_split_the_columns_or_rows_and_compute_the_same_bits(threads, branch, tmp_path):
     """With OpenMP, a large product runs as one share of B's micro-panels per thread (uneven shares too), or,
     where few column panels would split unevenly, one share of A's: (64, 17, 2100) and (600, 40, 260) split
-    their rows, a 7x7 map's (512, 49, 300) too; each element is the same tile's at any thread count."""
+    their rows, a 7x7 map's (512, 49, 300) too. With B packed at compile time (the prepacked entry) rows also
+    win near-ties, so each thread packs only its rows of A: (169, 64, 300) and (784, 128, 40) split their rows
+    there and their columns in the plain entry. Each element is the same tile's at any thread count."""
     lib = compile_kernel(GemmKernel(6, 16), branch, tmp_path, openmp=True)
     rng = np.random.default_rng(3)
-    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5), (250, 3000, 8), (512, 49, 300)]:
+    for m, n, k in [(197, 771, 17), (600, 40, 260), (64, 17, 2100), (9, 13, 5), (250, 3000, 8), (512, 49, 300),
+                    (169, 64, 300), (784, 128, 40)]:
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32)
         c = np.full((m, n), np.nan, np.float32)

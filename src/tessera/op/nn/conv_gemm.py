@@ -85,10 +85,11 @@ PREPACKED_MAX_DEPTH_LARGE_MAPS = MAX_DEPTH_LARGE_MAPS
 # rounds with fresh modules: efficientnet_block 0.94x the time, mobilenet_v3_block 0.92x, mobilenet_v2_block
 # 0.96x (their 96->16 projections with the residual add), squeezenet 0.98x, ResNet-50 0.98x, aspp_head 1.02x,
 # inception_v1 1.00x. 40 rather than 16: the squeeze and reduction layers of SqueezeNet and Inception (16 or 32
-# channels out of 128-256 at 27x27 and 55x55) and DenseNet's 256->128 at 14x14 then take channels as rows, in
-# 0.76-1.0x the transposed product's time at one thread and 0.72-0.90x at two (Zen 3, one convolution with
-# bias and ReLU, alternating, same bits); the transposed product's A packing, transpose and tail passes scale
-# worse. No pointwise layer of the benchmark's other models changes, nor any from 40 to 64.
+# channels out of 128-256 at 27x27 and 55x55) and DenseNet's 256->128 at 14x14 then take channels as rows:
+# 128->16 at 55x55 in 0.77x the transposed product's time at one thread and two, 256->32 at 27x27 0.99x and
+# 0.93x, 192->32 at 28x28 0.95x and 0.96x, 256->128 at 14x14 1.04x and 0.98x (Zen 3, one convolution with bias
+# and ReLU, 30 alternating pairs of min-of-5 runs, same bits). No pointwise layer of the benchmark's other
+# models changes, nor any from 40 to 64.
 TRANSPOSE_COST = 40
 # Without the other product to compare, the transposed one needs its columns this full: 48 channels in two
 # 32-wide panels ran 1.3x the planar time at 27x27 and 13x13, 32 or 64 channels 0.95-1.02x.
