@@ -37,26 +37,23 @@ def _indent(text: str, spaces: int) -> str:
     return "\n".join(line if line.startswith("#") else " " * spaces + line for line in text.split("\n"))
 
 
-def pool2d_source(k: Pool2dKernel) -> str:
-    (kh, kw), (sh, sw), (h, w), (oh, ow), (pt, pl) = k.kernel, k.strides, k.in_size, k.out_size, k.padding
-    neutral, combine = ("0.0f", "acc + v") if k.average else ("-INFINITY", "acc > v ? acc : v")
-    pw, band = k.padded_width, k.band_rows
-    left = min(pl, pw)
-    copy = max(0, min(w, pw - left))
-    columns, row_count = _counts(k) if k.average else ("", "")
-    store = ("const int32_t c = counted * cols[ox];\nout[ox] = acc / (float)(c > 0 ? c : 1);"
-             if k.average else "out[ox] = acc;")
-    run = ""
-    row_copy = "for (int64_t i = 0; i < COPY; ++i) dst[LEFT + i] = src[i];"
-    if sw == 2 and not (sh == 1 and sw == 1):
-        row_copy = """for (int64_t m = (LEFT + 1) / 2; 2 * m < LEFT + COPY; ++m) dst[m] = src[2 * m - LEFT];  /* even columns */
+def _row_copy(k: Pool2dKernel) -> str:
+    """The copy of input row `src` into band row `dst`: as it is, or (stride 2 across) its even padded columns
+    and then, from PWH, its odd ones, so that a window's taps are unit-stride runs over the outputs."""
+    if k.strides[1] != 2:
+        return "for (int64_t i = 0; i < COPY; ++i) dst[LEFT + i] = src[i];"
+    return """for (int64_t m = (LEFT + 1) / 2; 2 * m < LEFT + COPY; ++m) dst[m] = src[2 * m - LEFT];  /* even columns */
 for (int64_t m = LEFT / 2; 2 * m + 1 < LEFT + COPY; ++m) dst[PWH + m] = src[2 * m + 1 - LEFT];  /* odd columns */"""
-    if sh == 1 and sw == 1:
-        run = "\n    float acc_run[(BAND - 1) * PW + OW] __attribute__((aligned(64)));  /* a band's results, row ends too */"
-        # one flat run over the band's positions, across row ends; each row's first OW results are kept
-        compute = f"""for (int64_t i = 0; i < (rows - 1) * PW + OW; ++i) {{
+
+
+def _band_outputs(k: Pool2dKernel, combine: str, row_count: str, store: str) -> str:
+    """The outputs of a band's `rows` rows from `buf`. Stride 1: one flat run over the band's positions, across
+    row ends, into `acc_run`, of which each row keeps its first OW. Otherwise a row of outputs at a time."""
+    taps = k.kernel[0] * k.kernel[1]
+    if k.strides == (1, 1):
+        return f"""for (int64_t i = 0; i < (rows - 1) * PW + OW; ++i) {{
   float acc = buf[i];
-#pragma GCC unroll {kh * kw}
+#pragma GCC unroll {taps}
   for (int t = 1; t < KH * KW; ++t) {{
     const float v = buf[i + (t / KW) * PW + t % KW];
     acc = {combine};
@@ -70,16 +67,14 @@ for (int64_t r = 0; r < rows; ++r) {{
 {_indent(store, 4)}
   }}
 }}"""
-    else:
-        # stride 2 across: each band row holds its even columns, then its odd ones (from PWH), so a window's
-        # taps are unit-stride runs over the outputs
-        column = ("((t % KW) & 1 ? PWH : 0) + (t % KW) / 2 + ox" if sw == 2 else "ox * SW + t % KW")
-        compute = f"""for (int64_t r = 0; r < rows; ++r) {{
+    first, column = ("ox", "((t % KW) & 1 ? PWH : 0) + (t % KW) / 2 + ox") if k.strides[1] == 2 else (
+        "ox * SW", "ox * SW + t % KW")
+    return f"""for (int64_t r = 0; r < rows; ++r) {{
   float* out = y + (p * OH + oy0 + r) * OW;
   const float* win = buf + r * SH * PW;{_indent(row_count, 2)}
   for (int64_t ox = 0; ox < OW; ++ox) {{
-    float acc = win[{"ox" if sw == 2 else "ox * SW"}];
-#pragma GCC unroll {kh * kw}
+    float acc = win[{first}];
+#pragma GCC unroll {taps}
     for (int t = 1; t < KH * KW; ++t) {{
       const float v = win[(t / KW) * PW + {column}];
       acc = {combine};
@@ -87,6 +82,20 @@ for (int64_t r = 0; r < rows; ++r) {{
 {_indent(store, 4)}
   }}
 }}"""
+
+
+def pool2d_source(k: Pool2dKernel) -> str:
+    (kh, kw), (sh, sw), (h, w), (oh, ow), (pt, pl) = k.kernel, k.strides, k.in_size, k.out_size, k.padding
+    neutral, combine = ("0.0f", "acc + v") if k.average else ("-INFINITY", "acc > v ? acc : v")
+    pw, band = k.padded_width, k.band_rows
+    left = min(pl, pw)
+    copy = max(0, min(w, pw - left))
+    columns, row_count = _counts(k) if k.average else ("", "")
+    store = ("const int32_t c = counted * cols[ox];\nout[ox] = acc / (float)(c > 0 ? c : 1);"
+             if k.average else "out[ox] = acc;")
+    run = ("\n    float acc_run[(BAND - 1) * PW + OW] __attribute__((aligned(64)));  /* a band's results, row ends too */"
+           if k.strides == (1, 1) else "")
+    row_copy, compute = _row_copy(k), _band_outputs(k, combine, row_count, store)
     text = f"""/* {kh}x{kw} {'average' if k.average else 'max'} pooling, stride {sh}x{sw}, of {h}x{w} planes (windows from \
 row -{pt}, column -{pl}) into {oh}x{ow} */
 static void {k.symbol}(int64_t planes, const float* restrict x, float* restrict y) {{
