@@ -4,20 +4,27 @@
 srcᵀ (src rows x cols, both dense). Whole 8 x 8 blocks go through eight
 ymm registers (unpack, shuffle, then a 128-bit lane swap: the textbook AVX
 transpose); a strided scalar loop, which gcc does not vectorise, took about
-a nanosecond per element. The ragged edges, and targets without AVX, copy
-element by element. The unit includes `c_gemm.HEADERS` for the intrinsics.
+a nanosecond per element. Blocks of 8 rows are shared among OpenMP threads
+(the GEMM before ran on them too). The ragged edges, and targets without
+AVX, copy element by element. The unit includes `c_gemm.HEADERS` for the
+intrinsics.
 """
 
 from __future__ import annotations
 
 from ..op.nn.conv_gemm import TRANSPOSE
+from ..te.parallel import PARALLEL_MIN_WORK
 
 TRANSPOSE_SOURCE = f"""static void {TRANSPOSE}(int64_t rows, int64_t cols, const float* restrict src,
     float* restrict dst) {{
-  int64_t i = 0;
+  int64_t done = 0;  /* rows transposed in whole blocks of 8 */
 #if defined(__AVX2__) || defined(__AVX512F__)
-  const int64_t rows8 = rows / 8 * 8, cols8 = cols / 8 * 8;  /* whole 8 x 8 blocks */
-  for (; i < rows8; i += 8) {{
+  const int64_t blocks = rows / 8, cols8 = cols / 8 * 8;
+#if defined(_OPENMP)
+#pragma omp parallel for if (rows * cols >= {PARALLEL_MIN_WORK}) schedule(static)
+#endif
+  for (int64_t block = 0; block < blocks; ++block) {{
+    const int64_t i = block * 8;
     for (int64_t j = 0; j < cols8; j += 8) {{
       const float* s = src + i * cols + j;
       __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + cols), r2 = _mm256_loadu_ps(s + 2 * cols);
@@ -46,7 +53,8 @@ TRANSPOSE_SOURCE = f"""static void {TRANSPOSE}(int64_t rows, int64_t cols, const
     for (int64_t j = cols8; j < cols; ++j)
       for (int64_t r = i; r < i + 8; ++r) dst[j * rows + r] = src[r * cols + j];
   }}
+  done = blocks * 8;
 #endif
-  for (; i < rows; ++i)
+  for (int64_t i = done; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
 }}"""
