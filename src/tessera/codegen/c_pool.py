@@ -10,6 +10,8 @@ over the threads.
 
 from __future__ import annotations
 
+import textwrap
+
 from ..op.nn.pool_rows import Pool2dKernel
 from ..te.parallel import PARALLEL_MIN_WORK
 
@@ -31,10 +33,8 @@ const int32_t counted = (int32_t)(bottom > top ? bottom - top : 0);  /* the taps
 
 
 def _indent(text: str, spaces: int) -> str:
-    """`text` with each line but a pragma indented by `spaces` (nothing for no text)."""
-    if not text:
-        return ""
-    return "\n".join(line if line.startswith("#") else " " * spaces + line for line in text.split("\n"))
+    """`text` with each line but a pragma (and a blank one) indented by `spaces`."""
+    return textwrap.indent(text, " " * spaces, lambda line: bool(line.strip()) and not line.startswith("#"))
 
 
 def _row_copy(k: Pool2dKernel) -> str:

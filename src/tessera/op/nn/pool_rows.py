@@ -107,7 +107,7 @@ def pool2d_call(x: te.Tensor, attrs: PoolAttrs, out: TensorType, sched: Schedule
     # vectorise about as well as a band copy (0.74-1.26x this kernel's time, 112x112 to 7x7 maps, one run)
     if not any(attrs.padding) and tuple(attrs.kernel) == tuple(attrs.strides):
         return None
-    (pt, pl, pb, pr) = attrs.padding
+    pt, pl, pb, pr = attrs.padding
     counted = (pb, pr) if average and attrs.count_include_pad else None
     kernel = Pool2dKernel(average, (attrs.kernel[0], attrs.kernel[1]), (attrs.strides[0], attrs.strides[1]),
                           (x.shape[2], x.shape[3]), (out.shape[2], out.shape[3]), (pt, pl), counted)
