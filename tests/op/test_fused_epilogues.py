@@ -136,6 +136,7 @@ def test_every_epilogue_loop_vectorises(target: str, tmp_path) -> None:
     models = {name: build() for name, build in tail_blocks.BLOCKS.items()}  # full size: the benchmark's schedules
     models["leaky_relu"] = _conv_tail_model(*LEAKY_TAIL)
     toolchain = c_toolchain(Target(target))
+    checked: dict[str, int] = {}
     for name, model in models.items():
         mod, params = from_onnx(model)
         source = tessera.build(mod, target=target, params=params).c_sources["kernels_0.c"]
@@ -146,5 +147,9 @@ def test_every_epilogue_loop_vectorises(target: str, tmp_path) -> None:
                                  "-fopt-info-vec-optimized"], capture_output=True, text=True, check=True).stderr
         vectorised = {int(n) for n in re.findall(rf"{name}\.c:(\d+):\d+: optimized: loop vectorized", report)}
         stores = [k + 1 for k, line in enumerate(source.splitlines()) if re.match(r"\s*out\[", line)]
-        # the store's own loop, or (short rows) one of the two around it
-        assert stores and all(vectorised & {k - 1, k - 2, k - 3} for k in stores), (name, stores, sorted(vectorised))
+        # the store's own loop, or (short rows) one of the two around it; a block whose tails all run inside
+        # their kernels' calls (MobileNetV2's bias and ReLU6) has no such loop
+        assert all(vectorised & {k - 1, k - 2, k - 3} for k in stores), (name, stores, sorted(vectorised))
+        checked[name] = len(stores)
+    # every block with a tail the calls cannot run (hard-swish, SiLU, GELU, LeakyRelu) has its loops checked
+    assert all(count for name, count in checked.items() if name != "mobilenet_v2_block"), checked

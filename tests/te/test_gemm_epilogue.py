@@ -16,6 +16,7 @@ from tessera import te
 from tessera.codegen.c_library import calling_units
 from tessera.frontend import from_onnx
 from tessera.te.gemm_epilogue import GemmOutput, Step, match_epilogue
+from tessera.testing.isa import require_level
 from tessera.testing.models import ort_run
 from tessera.tir import expr as E
 from tessera.tir.buffer import Buffer
@@ -208,3 +209,55 @@ def test_a_silu_tail_stays_a_pass_and_is_right() -> None:
     lib = tessera.build(mod, params=params, target="c")
     assert not _fused_calls(lib)
     np.testing.assert_allclose(_run(lib, feed, 1), ort_run(model, feed)[0], rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- the depthwise kernel's tail
+def _depthwise_model(tail: str, hw: tuple[int, int] = (11, 9)) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A 3x3 depthwise Conv with bias on 13 channels (a block of 8 and one of 5), a batch of 2, `hw` positions
+    (99: ragged against the kernel's runs of 8; 2x2: fewer than one run), then `tail`."""
+    rng = np.random.default_rng(len(tail) + hw[0])
+    c = 13
+    inits = [numpy_helper.from_array(rng.standard_normal((c, 1, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array(-0.25, np.float32), "lo"), numpy_helper.from_array(np.array(0.5, np.float32), "hi"),
+             numpy_helper.from_array(np.array(0.75, np.float32), "s")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1] * 4, group=c)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, *hw])]
+    feed = {"x": rng.standard_normal((2, c, *hw)).astype(np.float32)}
+    if tail == "relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif tail == "clip":
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    elif tail == "scale_clip":
+        nodes += [helper.make_node("Mul", ["c", "s"], ["m"]), helper.make_node("Clip", ["m", "lo", "hi"], ["y"])]
+    elif tail == "residual_relu":
+        nodes += [helper.make_node("Add", ["c", "r"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, c, *hw]))
+        feed["r"] = rng.standard_normal((2, c, *hw)).astype(np.float32)
+    return _model(nodes, inputs, inits), feed
+
+
+_DEPTHWISE_CALL = re.compile(r"ts_depthwise2d_float32\(.*, (\d+), [^,]+, [^,]+, [^,]+, [^,]+\);$", re.MULTILINE)
+DEPTHWISE_CASES = [("relu", (11, 9)), ("clip", (11, 9)), ("scale_clip", (11, 9)), ("residual_relu", (11, 9)),
+                   ("residual_relu", (2, 2))]
+
+
+@pytest.mark.parametrize("tail, hw", DEPTHWISE_CASES, ids=[f"{t}-{h}x{w}" for t, (h, w) in DEPTHWISE_CASES])
+def test_the_depthwise_kernel_runs_the_tail_as_the_separate_pass_would(tail, hw, monkeypatch) -> None:
+    """Bias and constant steps run on the position vectors (a lane per channel); a residual makes the whole
+    program run on the channel vectors after the transpose back. Channels past the block's five and
+    positions past the last full run of eight are computed but not stored."""
+    model, feed = _depthwise_model(tail, hw)
+    mod, params = from_onnx(model)
+    fused = tessera.build(mod, params=params, target="c -mcpu=x86-64-v3")
+    programs = {int(p) for p in _DEPTHWISE_CALL.findall("".join(calling_units(fused.c_sources).values()))}
+    assert programs and 0 not in programs, "the tail runs inside the depthwise calls"
+    monkeypatch.setattr(lower_module, "match_epilogue", lambda *args: None)
+    separate = tessera.build(mod, params=params, target="c -mcpu=x86-64-v3")
+    assert {int(p) for p in _DEPTHWISE_CALL.findall("".join(calling_units(separate.c_sources).values()))} == {0}
+    require_level("x86-64-v3")
+    want = ort_run(model, feed)[0]
+    for threads in (1, 2):
+        got = _run(fused, feed, threads)
+        np.testing.assert_array_equal(got, _run(separate, feed, threads), err_msg=f"{threads} threads")
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -22,6 +22,9 @@ the way the tail's selects do (`v < c ? c : v`, NaN kept, as
 operations is the tail's, so results are bit-identical. A tail with
 anything else (SiLU, GELU, a multiply followed by an add, which gcc would
 contract into an FMA in the separate pass) stays a separate pass.
+
+The channel-blocked depthwise kernel (`codegen/c_depthwise.py`) takes the
+same programs: its C is a block of channels by a plane's positions.
 """
 
 from __future__ import annotations
@@ -88,6 +91,11 @@ class GemmEpilogue:
         constants = [E.FloatImm(v, "float32") for v in self.constants]
         constants += [E.FloatImm(0.0, "float32")] * (MAX_CONSTANTS - len(constants))
         return [E.IntImm(self.program), *pointers, *constants]
+
+
+def no_epilogue_arguments() -> list[E.PrimExpr]:
+    """The trailing arguments of a kernel that always takes an epilogue program, for none (program 0)."""
+    return [E.IntImm(0), *[E.IntImm(0)] * MAX_OPERANDS, *[E.FloatImm(0.0, "float32")] * MAX_CONSTANTS]
 
 
 FusedBody = Callable[[tuple[Buffer, ...], Buffer, GemmEpilogue], S.Stmt]

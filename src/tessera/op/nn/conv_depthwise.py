@@ -9,9 +9,12 @@ outputs); VWW's 3x3 maps computed 16 positions for 9. Vectors across
 channels waste nothing on the width: `ts_depthwise2d_float32` (C text in
 `tessera.codegen.c_depthwise`) transposes eight channels into a padded
 scratch of position vectors, accumulates eight positions at a time (eight
-independent chains, aligned loads) and transposes the results back; the
-extern's elementwise tail (bias, ReLU, Clip) then runs over the NCHW
-output. Maps too large for the scratch run in bands of output rows.
+independent chains, aligned loads) and transposes the results back.
+Maps too large for the scratch run in bands of output rows. The
+convolution's elementwise tail (bias, ReLU, Clip, a residual add) runs in
+the kernel on each run of outputs before it is stored, where
+`tessera.te.gemm_epilogue` can read it as a program; other tails (SiLU,
+hard-swish) are a second pass over the NCHW output.
 Other targets (SSE-only x86-64, Arm, Cortex-M) keep the planar schedule.
 """
 
@@ -21,6 +24,7 @@ import math
 
 from ... import te
 from ...target.simd import float32_lanes
+from ...te.gemm_epilogue import GemmEpilogue, GemmOutput, no_epilogue_arguments
 from ...te.parallel import PARALLEL_MIN_WORK
 from ...tir import expr as E
 from ...tir import stmt as S
@@ -68,8 +72,9 @@ def runs_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
 def fits_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
     """The default: the kernel wherever it runs, except with 16-lane vectors on a large map of stride 1
     and at most 3x3 taps, where the planar schedule's wide tiles keep up and its copy-out runs the
-    epilogue while the tiles are in cache (the kernel's tail is a second pass: MobileNet's 56x56
-    layers 3-8% slower with ReLU6 and hard-swish, though 10% faster with SiLU)."""
+    epilogue while the tiles are in cache (measured when the kernel's tail was always a second pass:
+    MobileNet's 56x56 layers 3-8% slower with ReLU6 and hard-swish, though 10% faster with SiLU; the
+    kernel now runs bias, ReLU and ReLU6 itself, not yet measured against the planar schedule there)."""
     if not runs_depthwise(g, dtype, sched):
         return False
     planar_wins = ((float32_lanes(sched.target) or 0) >= WIDE_VECTOR_LANES and g.strides == (1, 1)
@@ -99,16 +104,19 @@ def depthwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, begins: 
     image, block = te.axis(batch, "n"), te.axis(blocks, "cb")
     sizes = (height, width, out_h, out_w, *g.kernel, *g.strides, *g.dilation, *begins, band_rows(g))
 
-    def body(ins: tuple[Buffer, ...], out: Buffer) -> S.Stmt:
+    def body(ins: tuple[Buffer, ...], out: Buffer, epilogue: GemmEpilogue | None) -> S.Stmt:
         x, w = ins
         first = E.mul(block.var, DEPTHWISE_BLOCK)
         # the last block takes what is left (channels need not be a multiple of the block)
         count = (E.minimum(E.sub(channels, first), DEPTHWISE_BLOCK) if channels % DEPTHWISE_BLOCK
                  else E.IntImm(DEPTHWISE_BLOCK))
+        out_index = (image.var, first, 0, 0)
+        tail = no_epilogue_arguments() if epilogue is None else epilogue.arguments(out_index)
         return te.call_extern(DEPTHWISE_SYMBOL, count, *sizes, te.pointer(x, image.var, first, 0, 0),
-                              te.pointer(w, first, 0, 0, 0), te.pointer(out, image.var, first, 0, 0))
+                              te.pointer(w, first, 0, 0, 0), te.pointer(out, *out_index), *tail)
 
-    # threads only for work that pays for a fork and join (as a stage's outer loop)
+    # threads only for work that pays for a fork and join (as a stage's outer loop); the tail's C is a
+    # block's channels (rows, C's leading dimension a plane) by the plane's positions (columns)
     parallel = g.multiply_adds >= PARALLEL_MIN_WORK
-    return te.extern(g.out_shape, [data, weight], body, name="conv2d_depthwise", loops=[image, block],
-                     parallel=parallel)
+    return te.extern(g.out_shape, [data, weight], lambda ins, out: body(ins, out, None), name="conv2d_depthwise",
+                     loops=[image, block], parallel=parallel, gemm_output=GemmOutput((1,), (2, 3), body))
