@@ -20,10 +20,14 @@ _ISAS = (
     ("defined(__AVX2__) && defined(__FMA__)", "__m256", 8, "_mm256"),
 )
 
-# multiply-adds worth an OpenMP fork and join (a few microseconds with the pool spinning, runtime/openmp_wait.py):
-# 1 << 19 against 1 << 21 at 2 threads on a Zen 3, two A/B runs each: vww_mobilenet 0.87 and 0.90 of the time,
-# ic_resnet8 0.98 and 0.91, kws_ds_cnn 1.02 and 0.99; efficientnet, mobilenet_v2 and gpt2 blocks 0.98-1.01
-PARALLEL_WORK = 1 << 19
+# multiply-adds worth an OpenMP fork and join (about 1 us with the pool spinning, runtime/openmp_wait.py; an empty
+# `omp parallel` took 0.9 us at 2 threads on a 2-core Zen 3). 1 << 19 against 1 << 21 at 2 threads on a Zen 3,
+# two A/B runs each: vww_mobilenet 0.87 and 0.90 of the time, ic_resnet8 0.98 and 0.91, kws_ds_cnn 1.02 and 0.99;
+# efficientnet, mobilenet_v2 and gpt2 blocks 0.98-1.01. Then 1 << 17 against 1 << 19 (exported-.so A/B, 10 and 16
+# alternating rounds): kws_ds_cnn 0.71 and 0.83 (its 64 -> 64 pointwise layers on 125 positions are 512 Ki
+# multiply-adds), vww_mobilenet 0.92 and 0.98, shufflenet 0.94 and 0.99, the rest 0.98-1.00. 1 << 16 was no
+# better than 1 << 17.
+PARALLEL_WORK = 1 << 17
 
 HEADERS_KEY = "ts_sgemm_headers"  # the helper name HEADERS is declared under in a unit (some row kernels need it too)
 HEADERS = r"""#include <string.h>
