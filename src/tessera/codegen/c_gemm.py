@@ -29,6 +29,13 @@ _ISAS = (
 # better than 1 << 17.
 PARALLEL_WORK = 1 << 17
 
+# K steps from which a tile asks for its C rows (and an element-wise epilogue operand's) before its K loop: C's
+# stores and the residual's loads missed the caches. ResNet-50's 64 -> 256 expansion at 56x56 with its residual
+# add took 0.90x the time at one thread, ResNet-50 0.96x (2-core Zen 3, exported-.so A/B, 40 alternating rounds,
+# medians). A short K loop does not hide the wait, and the requests are a tenth of its instructions: with them in
+# every tile MobileNetV2's block (a 16 -> 96 expansion, k = 16) took 1.065x.
+PREFETCH_MIN_DEPTH = 32
+
 HEADERS_KEY = "ts_sgemm_headers"  # the helper name HEADERS is declared under in a unit (some row kernels need it too)
 HEADERS = r"""#include <string.h>
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -115,6 +122,23 @@ typedef struct {{
   const float* operand[{MAX_OPERANDS}];
   float constant[{MAX_CONSTANTS}];
 }} ts_sgemm_epilogue;
+/* an element-wise operand's rows for the block at row i, column j (mv x nv), asked for at the start of a tile
+   whose K loop then hides the wait: read at the tile's end, a residual laid out as C missed the caches */
+static inline void ts_sgemm_epilogue_prefetch(const ts_sgemm_epilogue* ep, int64_t ldc, int64_t i, int64_t j,
+    int64_t mv, int64_t nv) {{
+  int operand = 0;
+  for (int32_t steps = ep->program; steps; steps >>= {STEP_BITS}) {{
+    const int step = steps & {(1 << STEP_BITS) - 1};
+    if (step == {names[Step.ADD_ELEMENT]}) {{
+      const float* x = ep->operand[operand] + i * ldc + j;
+      for (int64_t r = 0; r < mv; ++r) {{
+        __builtin_prefetch(x + r * ldc);
+        __builtin_prefetch(x + r * ldc + nv - 1);
+      }}
+    }}
+    operand += step == {names[Step.ADD_ROW]} || step == {names[Step.ADD_COLUMN]} || step == {names[Step.ADD_ELEMENT]};
+  }}
+}}
 /* not inlined into the tile (which runs it on ragged tiles only): gcc compiled ResNet-50's library unit in
    3.2-3.4 s with it inlined, 1.5-2.2 s without (1.1-1.9 s before epilogues) */
 TS_GEMM_DRIVER static void ts_sgemm_epilogue_apply(const ts_sgemm_epilogue* ep, float* c, int64_t ldc, int64_t i,
@@ -232,7 +256,14 @@ def microkernel_source(g: GemmKernel) -> str:
              "    int64_t bs, const int32_t* restrict rows, float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add,",
              "    const ts_sgemm_epilogue* ep,",
              "    int64_t i, int64_t j) {",
-             f"  enum {{ MR = {g.mr}, NR = {g.nr} }};"]
+             f"  enum {{ MR = {g.mr}, NR = {g.nr} }};",
+             f"  if (kc >= {PREFETCH_MIN_DEPTH}) {{  /* C's rows (and a residual's) asked for while the K loop runs */",
+             "    if (ep) ts_sgemm_epilogue_prefetch(ep, ldc, i, j, mv, nv);",
+             "    for (int64_t r = 0; r < mv; ++r) {",
+             "      __builtin_prefetch(c + r * ldc, 1);",
+             "      __builtin_prefetch(c + r * ldc + nv - 1, 1);",
+             "    }",
+             "  }"]
     isas = [isa for isa in _ISAS if g.nr % isa[2] == 0]
     for n, (guard, vtype, lanes, mm) in enumerate(isas):
         lines.append(f"#{'if' if n == 0 else 'elif'} {guard}")
