@@ -344,11 +344,26 @@ static inline void {s}_pack_b_wrapped(int64_t nv, int64_t kc, const float* b, co
 # ic_resnet8 (16-channel 3x3s) 0.97x the time at one thread and 0.98x at two (12 rounds, medians), squeezenet
 # and kws_ds_cnn unchanged. AVX-512's 32-column panels are unmeasured and keep packing.
 DIRECT_ROWS = 24
+# K up to which a product with A packed at compile time (a convolution's weight) packs a run of B's panels first and
+# sweeps them with each micro-panel of A: C's rows are then written left to right, MR at a time, where panel by panel
+# (the tiles going down C's rows) every store of a shallow product went to another row of C. On a 2-core Zen 3
+# (exported-.so A/B, 12 alternating rounds, medians): VGG's first convolution (3 -> 64 at 224x224, k = 27) 0.60x
+# the time at one thread and 0.64x at two; ResNet-50's 64 -> 256 expansion with its residual add 0.89x at one
+# thread, 1.01-1.03x at two; SqueezeNet 0.94x and 0.97x; ResNet-50, MobileNetV2's block, VWW and ic_resnet8
+# 0.94-1.04x. A run of 64 KiB of panels against one filling the A buffer: even. AVX-512's 32-column panels are
+# unmeasured and keep the panel order.
+ROWS_OUTER_MAX_K = 64
+ROWS_OUTER_B_BYTES = 64 * 1024  # the run's B panels (in the A buffer, which is MC x KC floats: more than this)
 
 
 def direct_rows(g: GemmKernel) -> int:
     """The most rows of C whose block reads B in place for microkernel `g` (0: it always packs B)."""
     return DIRECT_ROWS if g.nr == 16 else 0
+
+
+def rows_outer_max_k(g: GemmKernel) -> int:
+    """The deepest product microkernel `g` runs rows-outer (ROWS_OUTER_MAX_K; 0: never)."""
+    return ROWS_OUTER_MAX_K if g.nr == 16 else 0
 
 
 def driver_source(g: GemmKernel) -> str:
@@ -357,7 +372,8 @@ def driver_source(g: GemmKernel) -> str:
     null, read from `bp`: B already in micro-panel order (`tessera.op.nn.gemm.pack_b_panels`, a constant
     packed at compile time), so no B packing runs at all. Likewise A from `ap` when it is not null
     (`pack_a_panels`). A block of at most `direct_rows(g)` rows of C reads whole panels of a plain B in place
-    (DIRECT_ROWS).
+    (DIRECT_ROWS). A shallow product (k up to `rows_outer_max_k(g)`) with A prepacked and B not packs a run of
+    B's panels first, then runs each micro-panel of A's rows across them (ROWS_OUTER_MAX_K).
     Where `b_width` is not 0 (an implicit im2col over planes wider than the output), C's columns are rows of
     `b_width` whose B columns lie `b_gap` further apart: a panel running over a row's end is packed in two runs
     (`_pack_b_wrapped`), so C is the output itself and no column is computed twice or dropped.
@@ -378,7 +394,8 @@ def driver_source(g: GemmKernel) -> str:
     const float* ap, const float* b, int64_t b_rs, int64_t b_cs, const int32_t* b_rows, int64_t b_width, int64_t b_gap,
     const float* bp, float* c, int64_t ldc, const ts_sgemm_epilogue* ep, int64_t i_first, int64_t i_end,
     int64_t j_first, int64_t j_end) {{
-  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, DIRECT_ROWS = {direct_rows(g)} }};
+  enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, DIRECT_ROWS = {direct_rows(g)},
+         ROWS_OUTER_MAX_K = {rows_outer_max_k(g)}, ROWS_OUTER_B_BYTES = {ROWS_OUTER_B_BYTES} }};
   const int64_t CB = ts_sgemm_c_block_bytes();
   float pa[MC * KC] __attribute__((aligned(64)));  /* A's block: MC / MR micro-panels */
   /* one micro-panel of B, L1-resident across the rows, and NR floats of slack (`_pack_b_wrapped`) */
@@ -390,9 +407,32 @@ def driver_source(g: GemmKernel) -> str:
   const int64_t share = j_end - j_first, cbytes = mstep * share * 4;
   const int64_t cblocks = cbytes > CB ? (cbytes + CB - 1) / CB : 1;
   const int64_t nc = ((share + cblocks - 1) / cblocks + NR - 1) / NR * NR;
+  /* a shallow product with A packed at compile time: B's panels for a run of columns packed first (into pa,
+     unused), then each micro-panel of A's rows sweeps them, so C's rows are written MR at a time left to right */
+  const int rows_outer = ap && !bp && k <= ROWS_OUTER_MAX_K && m > DIRECT_ROWS;
+  const int64_t run = (ROWS_OUTER_B_BYTES / 4 / (k > 0 ? k : 1)) / NR * NR;  /* columns whose panels share L2 */
   for (int64_t jc = j_first; jc < j_end; jc += nc) {{
     const int64_t jc_end = j_end - jc < nc ? j_end : jc + nc;
-    for (int64_t p0 = 0; p0 < k; p0 += KC) {{
+    for (int64_t jr = jc; rows_outer && jr < jc_end; jr += run) {{
+      const int64_t jr_end = jc_end - jr < run ? jc_end : jr + run;
+      for (int64_t j0 = jr; j0 < jr_end; j0 += NR) {{
+        const int64_t nv = n - j0 < NR ? n - j0 : NR;
+        const int64_t jb = b_width ? j0 + j0 / b_width * b_gap : j0;
+        float* panel = pa + (j0 - jr) * k;  /* k x NR floats (and NR of slack, overwritten by the next) */
+        if (b_width && j0 % b_width + nv > b_width)
+          {s}_pack_b_wrapped(nv, k, b, b_rows, j0, jb, b_width, b_gap, panel);
+        else
+          {s}_pack_b(nv, k, b + jb * b_cs, b_rs, b_cs, b_rows, panel);
+      }}
+      for (int64_t i = i_first; i < i_end; i += MR) {{
+        const int64_t mv = i_end - i < MR ? i_end - i : MR;
+        for (int64_t j0 = jr; j0 < jr_end; j0 += NR) {{
+          const int64_t nv = n - j0 < NR ? n - j0 : NR;
+          {s}_tile(k, ap + i * k, pa + (j0 - jr) * k, NR, 0, c + i * ldc + j0, ldc, mv, nv, 0, ep, i, j0);
+        }}
+      }}
+    }}
+    for (int64_t p0 = 0; !rows_outer && p0 < k; p0 += KC) {{
       const int64_t kc = k - p0 < KC ? k - p0 : KC;
       for (int64_t i0 = i_first; i0 < i_end; i0 += mstep) {{
         const int64_t mc = i_end - i0 < mstep ? i_end - i0 : mstep;
