@@ -125,28 +125,45 @@ def _model(nodes: list, inputs: list, inits: list) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def _tail(tail: str, residual_shape: list[int], rng: np.random.Generator, lo: float = 0.0):
+    """`tail` after a Conv's output "c" into "y": its nodes, extra inputs, extra feed and initializers (the
+    Clip bounds `lo` and 0.5, the scale 0.75)."""
+    inits = [numpy_helper.from_array(np.array(lo, np.float32), "lo"), numpy_helper.from_array(np.array(0.5, np.float32), "hi"),
+             numpy_helper.from_array(np.array(0.75, np.float32), "s")]
+    nodes, inputs, feed = [], [], {}
+    if tail == "relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif tail == "clip":
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    elif tail == "scale_clip":
+        nodes += [helper.make_node("Mul", ["c", "s"], ["m"]), helper.make_node("Clip", ["m", "lo", "hi"], ["y"])]
+    elif tail == "residual_relu":
+        nodes += [helper.make_node("Add", ["c", "r"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, residual_shape))
+        feed["r"] = rng.standard_normal(residual_shape).astype(np.float32)
+    elif tail == "silu":
+        nodes += [helper.make_node("Sigmoid", ["c"], ["g"]), helper.make_node("Mul", ["c", "g"], ["y"])]
+    return nodes, inputs, feed, inits
+
+
+def _conv_tail_model(conv: onnx.NodeProto, weight: np.ndarray, x_shape: list[int], out_shape: list[int], tail: str,
+                     rng: np.random.Generator, lo: float = 0.0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """`conv` (inputs x, w, b) with `weight` and a seeded bias, then `tail`."""
+    nodes, inputs, feed, inits = _tail(tail, out_shape, rng, lo)
+    inits += [numpy_helper.from_array(weight, "w"),
+              numpy_helper.from_array(rng.standard_normal(out_shape[1]).astype(np.float32), "b")]
+    feed["x"] = rng.standard_normal(x_shape).astype(np.float32)
+    return _model([conv, *nodes], [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape), *inputs], inits), feed
+
+
 def _conv_model(tail: str, groups: int = 1) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """A 1x1 Conv with bias (ragged against every register tile: 42 output channels, 13 x 11 positions, a
     batch of 2), then `tail`."""
     rng = np.random.default_rng(len(tail) + groups)
     c, oc, hw = 24, 42, (13, 11)
-    inits = [numpy_helper.from_array(rng.standard_normal((oc, c // groups, 1, 1)).astype(np.float32), "w"),
-             numpy_helper.from_array(rng.standard_normal(oc).astype(np.float32), "b"),
-             numpy_helper.from_array(np.array(0.0, np.float32), "lo"), numpy_helper.from_array(np.array(0.5, np.float32), "hi")]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[1, 1], group=groups)]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, *hw])]
-    feed = {"x": rng.standard_normal((2, c, *hw)).astype(np.float32)}
-    if tail == "relu":
-        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
-    elif tail == "clip":
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-    elif tail == "residual_relu":
-        nodes += [helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
-        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, oc, *hw]))
-        feed["r"] = rng.standard_normal((2, oc, *hw)).astype(np.float32)
-    elif tail == "silu":
-        nodes += [helper.make_node("Sigmoid", ["c"], ["g"]), helper.make_node("Mul", ["c", "g"], ["y"])]
-    return _model(nodes, inputs, inits), feed
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[1, 1], group=groups)
+    weight = rng.standard_normal((oc, c // groups, 1, 1)).astype(np.float32)
+    return _conv_tail_model(conv, weight, [2, c, *hw], [2, oc, *hw], tail, rng)
 
 
 def _matmul_model(tail: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -217,24 +234,9 @@ def _depthwise_model(tail: str, hw: tuple[int, int] = (11, 9)) -> tuple[onnx.Mod
     (99: ragged against the kernel's runs of 8; 2x2: fewer than one run), then `tail`."""
     rng = np.random.default_rng(len(tail) + hw[0])
     c = 13
-    inits = [numpy_helper.from_array(rng.standard_normal((c, 1, 3, 3)).astype(np.float32), "w"),
-             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b"),
-             numpy_helper.from_array(np.array(-0.25, np.float32), "lo"), numpy_helper.from_array(np.array(0.5, np.float32), "hi"),
-             numpy_helper.from_array(np.array(0.75, np.float32), "s")]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1] * 4, group=c)]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, *hw])]
-    feed = {"x": rng.standard_normal((2, c, *hw)).astype(np.float32)}
-    if tail == "relu":
-        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
-    elif tail == "clip":
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-    elif tail == "scale_clip":
-        nodes += [helper.make_node("Mul", ["c", "s"], ["m"]), helper.make_node("Clip", ["m", "lo", "hi"], ["y"])]
-    elif tail == "residual_relu":
-        nodes += [helper.make_node("Add", ["c", "r"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
-        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, c, *hw]))
-        feed["r"] = rng.standard_normal((2, c, *hw)).astype(np.float32)
-    return _model(nodes, inputs, inits), feed
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1] * 4, group=c)
+    weight = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    return _conv_tail_model(conv, weight, [2, c, *hw], [2, c, *hw], tail, rng, lo=-0.25)
 
 
 _DEPTHWISE_CALL = re.compile(r"ts_depthwise2d_float32\(.*, (\d+), [^,]+, [^,]+, [^,]+, [^,]+\);$", re.MULTILINE)
