@@ -407,62 +407,62 @@ def driver_source(g: GemmKernel) -> str:
   const int64_t share = j_end - j_first, cbytes = mstep * share * 4;
   const int64_t cblocks = cbytes > CB ? (cbytes + CB - 1) / CB : 1;
   const int64_t nc = ((share + cblocks - 1) / cblocks + NR - 1) / NR * NR;
-  /* a shallow product with A packed at compile time: B's panels for a run of columns packed first (into pa,
-     unused), then each micro-panel of A's rows sweeps them, so C's rows are written MR at a time left to right */
+  /* a shallow product with A packed at compile time: a run of B's panels packed first (into pa, unused), then each
+     micro-panel of A's rows sweeps them, so C's rows are written MR at a time left to right (one tile call site:
+     a second copy of the inlined tile cost gcc a second on ResNet-50's library unit) */
   const int rows_outer = ap && !bp && k <= ROWS_OUTER_MAX_K && m > DIRECT_ROWS;
   const int64_t run = (ROWS_OUTER_B_BYTES / 4 / (k > 0 ? k : 1)) / NR * NR;  /* columns whose panels share L2 */
-  for (int64_t jc = j_first; jc < j_end; jc += nc) {{
-    const int64_t jc_end = j_end - jc < nc ? j_end : jc + nc;
-    for (int64_t jr = jc; rows_outer && jr < jc_end; jr += run) {{
-      const int64_t jr_end = jc_end - jr < run ? jc_end : jr + run;
-      for (int64_t j0 = jr; j0 < jr_end; j0 += NR) {{
-        const int64_t nv = n - j0 < NR ? n - j0 : NR;
-        const int64_t jb = b_width ? j0 + j0 / b_width * b_gap : j0;
-        float* panel = pa + (j0 - jr) * k;  /* k x NR floats (and NR of slack, overwritten by the next) */
-        if (b_width && j0 % b_width + nv > b_width)
-          {s}_pack_b_wrapped(nv, k, b, b_rows, j0, jb, b_width, b_gap, panel);
-        else
-          {s}_pack_b(nv, k, b + jb * b_cs, b_rs, b_cs, b_rows, panel);
-      }}
-      for (int64_t i = i_first; i < i_end; i += MR) {{
-        const int64_t mv = i_end - i < MR ? i_end - i : MR;
-        for (int64_t j0 = jr; j0 < jr_end; j0 += NR) {{
-          const int64_t nv = n - j0 < NR ? n - j0 : NR;
-          {s}_tile(k, ap + i * k, pa + (j0 - jr) * k, NR, 0, c + i * ldc + j0, ldc, mv, nv, 0, ep, i, j0);
-        }}
-      }}
+  const int64_t nstep = rows_outer && run < nc ? run : nc;
+  for (int64_t jc = j_first; jc < j_end; jc += nstep) {{
+    const int64_t jc_end = j_end - jc < nstep ? j_end : jc + nstep;
+    const int64_t panels = (jc_end - jc + NR - 1) / NR;
+    for (int64_t j0 = jc; rows_outer && j0 < jc_end; j0 += NR) {{  /* (k <= KC: one K block) */
+      const int64_t nv = n - j0 < NR ? n - j0 : NR;
+      const int64_t jb = b_width ? j0 + j0 / b_width * b_gap : j0;
+      float* panel = pa + (j0 - jc) * k;  /* k x NR floats (and NR of slack, overwritten by the next) */
+      if (b_width && j0 % b_width + nv > b_width)
+        {s}_pack_b_wrapped(nv, k, b, b_rows, j0, jb, b_width, b_gap, panel);
+      else
+        {s}_pack_b(nv, k, b + jb * b_cs, b_rs, b_cs, b_rows, panel);
     }}
-    for (int64_t p0 = 0; !rows_outer && p0 < k; p0 += KC) {{
+    for (int64_t p0 = 0; p0 < k; p0 += KC) {{
       const int64_t kc = k - p0 < KC ? k - p0 : KC;
       for (int64_t i0 = i_first; i0 < i_end; i0 += mstep) {{
-        const int64_t mc = i_end - i0 < mstep ? i_end - i0 : mstep;
+        const int64_t mc = i_end - i0 < mstep ? i_end - i0 : mstep, tiles = (mc + MR - 1) / MR;
         if (!ap)
           for (int64_t ir = 0; ir < mc; ir += MR)
             {s}_pack_a(mc - ir < MR ? mc - ir : MR, kc, a + (i0 + ir) * a_rs + p0 * a_cs, a_rs, a_cs, pa + ir * kc);
         /* prepacked: micro-panel (i0 + ir) / MR is k x MR floats, its rows p0.. a contiguous KC x MR block */
         const float* apanels = ap ? ap + i0 * k + p0 * MR : pa;
         const int64_t astep = ap ? k : kc;
-        for (int64_t j0 = jc; j0 < jc_end; j0 += NR) {{
-          const int64_t nv = n - j0 < NR ? n - j0 : NR;
-          /* B's column of C's column j0: with b_width, C's rows of b_width columns lie b_gap columns apart in B */
-          const int64_t jb = b_width ? j0 + j0 / b_width * b_gap : j0;
-          const int wrapped = b_width && j0 % b_width + nv > b_width;  /* the panel runs into the next row */
-          /* prepacked: micro-panel j0 / NR is k x NR floats, its rows p0.. a contiguous KC x NR block */
-          /* few rows of C: B's rows are read where they are (through b_rows for an implicit im2col), a whole
-             panel of contiguous columns at a time */
-          const int direct = DIRECT_ROWS > 0 && !bp && b_cs == 1 && nv == NR && mc <= DIRECT_ROWS && !wrapped;
-          const float* panel = bp ? bp + j0 * k + p0 * NR : direct ? b + (b_rows ? 0 : p0 * b_rs) + jb : pb;
-          if (wrapped && !bp)
-            {s}_pack_b_wrapped(nv, kc, b, b_rows + p0, j0, jb, b_width, b_gap, pb);
-          else if (!bp && !direct)
-            {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + jb * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
-          const int64_t bs = direct ? b_rs : NR;
-          const int32_t* rows = direct && b_rows ? b_rows + p0 : 0;
-          for (int64_t ir = 0; ir < mc; ir += MR) {{
-            const int64_t mv = mc - ir < MR ? mc - ir : MR;
+        /* panel by panel of B, each through every micro-panel of A; rows-outer, the other way round */
+        for (int64_t u = 0; u < (rows_outer ? tiles : panels); ++u) {{
+          const float* panel = pa;
+          int64_t bs = NR;
+          const int32_t* rows = 0;
+          if (!rows_outer) {{
+            const int64_t j0 = jc + u * NR, nv = n - j0 < NR ? n - j0 : NR;
+            /* B's column of C's column j0: with b_width, C's rows of b_width columns lie b_gap columns apart in B */
+            const int64_t jb = b_width ? j0 + j0 / b_width * b_gap : j0;
+            const int wrapped = b_width && j0 % b_width + nv > b_width;  /* the panel runs into the next row */
+            /* prepacked: micro-panel j0 / NR is k x NR floats, its rows p0.. a contiguous KC x NR block */
+            /* few rows of C: B's rows are read where they are (through b_rows for an implicit im2col), a whole
+               panel of contiguous columns at a time */
+            const int direct = DIRECT_ROWS > 0 && !bp && b_cs == 1 && nv == NR && mc <= DIRECT_ROWS && !wrapped;
+            panel = bp ? bp + j0 * k + p0 * NR : direct ? b + (b_rows ? 0 : p0 * b_rs) + jb : pb;
+            if (wrapped && !bp)
+              {s}_pack_b_wrapped(nv, kc, b, b_rows + p0, j0, jb, b_width, b_gap, pb);
+            else if (!bp && !direct)
+              {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + jb * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
+            bs = direct ? b_rs : NR;
+            rows = direct && b_rows ? b_rows + p0 : 0;
+          }}
+          for (int64_t w = 0; w < (rows_outer ? panels : tiles); ++w) {{
+            const int64_t j0 = jc + (rows_outer ? w : u) * NR, ir = (rows_outer ? u : w) * MR;
+            const int64_t nv = n - j0 < NR ? n - j0 : NR, mv = mc - ir < MR ? mc - ir : MR;
             float* tile = c + (i0 + ir) * ldc + j0;
-            {s}_tile(kc, apanels + ir * astep, panel, bs, rows, tile, ldc, mv, nv, p0 > 0, p0 + kc == k ? ep : 0,
-                     i0 + ir, j0);
+            {s}_tile(kc, apanels + ir * astep, rows_outer ? pa + (j0 - jc) * k : panel, bs, rows, tile, ldc, mv, nv,
+                     p0 > 0, p0 + kc == k ? ep : 0, i0 + ir, j0);
           }}
         }}
       }}
