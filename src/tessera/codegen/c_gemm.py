@@ -285,7 +285,8 @@ def packing_source(g: GemmKernel) -> str:
     """`<symbol>_pack_a(mv, kc, a, a_rs, a_cs, pa)`: one MR-row micro-panel of A, `pa[p * MR + r]`;
     `<symbol>_pack_b(nv, kc, b, b_rs, b_cs, b_rows, pb)`: one NR-column micro-panel of B, `pb[p * NR + j]`, row p
     of B at `b + p * b_rs`, or at `b + b_rows[p]` where `b_rows` is not null (a convolution's implicit im2col).
-    Rows r >= mv and columns j >= nv are zero, so the microkernel always runs whole tiles."""
+    Rows r >= mv and columns j >= nv are zero, so the microkernel always runs whole tiles. `<symbol>_pack_b_panel`
+    picks between `_pack_b` and `_pack_b_wrapped` for C's columns j0.. (the driver's two loop orders call it)."""
     s = g.symbol
     return f"""static inline void {s}_pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs,
     float* restrict pa) {{
@@ -333,6 +334,16 @@ static inline void {s}_pack_b_wrapped(int64_t nv, int64_t kc, const float* b, co
     const float* src = b + b_rows[p];
     for (int64_t j = 0; j < NR; ++j) pb[j] = j < nv ? src[at[j]] : 0.0f;
   }}
+}}
+/* the micro-panel of C's columns j0.. (nv of them), B's rows from its row p0 on: in two runs where the panel runs
+   over an output row's end (b_width, see the driver), else through B's strides or b_rows */
+static inline void {s}_pack_b_panel(int64_t nv, int64_t kc, int64_t p0, const float* b, int64_t b_rs, int64_t b_cs,
+    const int32_t* b_rows, int64_t j0, int64_t b_width, int64_t b_gap, float* pb) {{
+  const int64_t jb = b_width ? j0 + j0 / b_width * b_gap : j0;
+  if (b_width && j0 % b_width + nv > b_width)
+    {s}_pack_b_wrapped(nv, kc, b, b_rows + p0, j0, jb, b_width, b_gap, pb);
+  else
+    {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + jb * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
 }}"""
 
 
@@ -416,15 +427,9 @@ def driver_source(g: GemmKernel) -> str:
   for (int64_t jc = j_first; jc < j_end; jc += nstep) {{
     const int64_t jc_end = j_end - jc < nstep ? j_end : jc + nstep;
     const int64_t panels = (jc_end - jc + NR - 1) / NR;
-    for (int64_t j0 = jc; rows_outer && j0 < jc_end; j0 += NR) {{  /* (k <= KC: one K block) */
-      const int64_t nv = n - j0 < NR ? n - j0 : NR;
-      const int64_t jb = b_width ? j0 + j0 / b_width * b_gap : j0;
-      float* panel = pa + (j0 - jc) * k;  /* k x NR floats (and NR of slack, overwritten by the next) */
-      if (b_width && j0 % b_width + nv > b_width)
-        {s}_pack_b_wrapped(nv, k, b, b_rows, j0, jb, b_width, b_gap, panel);
-      else
-        {s}_pack_b(nv, k, b + jb * b_cs, b_rs, b_cs, b_rows, panel);
-    }}
+    /* (k <= KC: one K block) each panel k x NR floats, and NR of slack overwritten by the next */
+    for (int64_t j0 = jc; rows_outer && j0 < jc_end; j0 += NR)
+      {s}_pack_b_panel(n - j0 < NR ? n - j0 : NR, k, 0, b, b_rs, b_cs, b_rows, j0, b_width, b_gap, pa + (j0 - jc) * k);
     for (int64_t p0 = 0; p0 < k; p0 += KC) {{
       const int64_t kc = k - p0 < KC ? k - p0 : KC;
       for (int64_t i0 = i_first; i0 < i_end; i0 += mstep) {{
@@ -450,10 +455,8 @@ def driver_source(g: GemmKernel) -> str:
                panel of contiguous columns at a time */
             const int direct = DIRECT_ROWS > 0 && !bp && b_cs == 1 && nv == NR && mc <= DIRECT_ROWS && !wrapped;
             panel = bp ? bp + j0 * k + p0 * NR : direct ? b + (b_rows ? 0 : p0 * b_rs) + jb : pb;
-            if (wrapped && !bp)
-              {s}_pack_b_wrapped(nv, kc, b, b_rows + p0, j0, jb, b_width, b_gap, pb);
-            else if (!bp && !direct)
-              {s}_pack_b(nv, kc, b + (b_rows ? 0 : p0 * b_rs) + jb * b_cs, b_rs, b_cs, b_rows ? b_rows + p0 : 0, pb);
+            if (!bp && !direct)
+              {s}_pack_b_panel(nv, kc, p0, b, b_rs, b_cs, b_rows, j0, b_width, b_gap, pb);
             bs = direct ? b_rs : NR;
             rows = direct && b_rows ? b_rows + p0 : 0;
           }}

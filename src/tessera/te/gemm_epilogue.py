@@ -87,15 +87,18 @@ class GemmEpilogue:
         the program, MAX_OPERANDS operand pointers (0 where unused), MAX_CONSTANTS constants."""
         at = {var: E.as_expr(i) for var, i in zip(self.axes, out_index)}
         pointers = [pointer(load.buffer, *(substitute(i, at) for i in load.indices)) for load in self.operands]
-        pointers += [E.IntImm(0)] * (MAX_OPERANDS - len(pointers))
-        constants = [E.FloatImm(v, "float32") for v in self.constants]
-        constants += [E.FloatImm(0.0, "float32")] * (MAX_CONSTANTS - len(constants))
-        return [E.IntImm(self.program), *pointers, *constants]
+        return _program_arguments(self.program, pointers, self.constants)
 
 
 def no_epilogue_arguments() -> list[E.PrimExpr]:
     """The trailing arguments of a kernel that always takes an epilogue program, for none (program 0)."""
-    return [E.IntImm(0), *[E.IntImm(0)] * MAX_OPERANDS, *[E.FloatImm(0.0, "float32")] * MAX_CONSTANTS]
+    return _program_arguments(0, [], ())
+
+
+def _program_arguments(program: int, pointers: list[E.PrimExpr], constants: Sequence[float]) -> list[E.PrimExpr]:
+    """program, MAX_OPERANDS pointers and MAX_CONSTANTS constants, the unused ones 0."""
+    return [E.IntImm(program), *pointers, *[E.IntImm(0)] * (MAX_OPERANDS - len(pointers)),
+            *[E.FloatImm(v, "float32") for v in constants], *[E.FloatImm(0.0, "float32")] * (MAX_CONSTANTS - len(constants))]
 
 
 FusedBody = Callable[[tuple[Buffer, ...], Buffer, GemmEpilogue], S.Stmt]
