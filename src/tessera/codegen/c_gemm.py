@@ -48,13 +48,26 @@ HEADERS = r"""#include <string.h>
 #include <unistd.h>
 #endif
 /* the blocked loops are one function per microkernel, not inlined or specialised into every entry: gcc -O3
-   compiled each unit of ResNet-50 in 2.1 s instead of 3.5 s, and the loops run once per product */
+   compiled each unit of ResNet-50 in 2.1 s instead of 3.5 s, and the loops run once per product.
+   The driver (TS_GEMM_DRIVER) is compiled at -O2: its hot code is the tile's intrinsics, which -O3 only copies
+   into split and versioned loops (ResNet-50's library unit: 1.2-1.5 s of gcc against 2.9-3.6 s at -O3, the
+   models' run time even). gcc inlines no function compiled under other options into it, so what the driver must
+   inline is TS_GEMM_INLINE; the packing helpers stay calls, compiled with the unit's options, as does
+   TS_GEMM_OUTLINED (both have scalar loops that -O3 vectorises). */
 #if defined(__GNUC__) && !defined(__clang__)
-#define TS_GEMM_DRIVER __attribute__((noinline, noclone))
+#define TS_GEMM_OUTLINED __attribute__((noinline, noclone))
+#define TS_GEMM_DRIVER __attribute__((noinline, noclone, optimize("O2")))
 #elif defined(__GNUC__)
-#define TS_GEMM_DRIVER __attribute__((noinline))
+#define TS_GEMM_OUTLINED __attribute__((noinline))
+#define TS_GEMM_DRIVER TS_GEMM_OUTLINED
 #else
+#define TS_GEMM_OUTLINED
 #define TS_GEMM_DRIVER
+#endif
+#if defined(__GNUC__)
+#define TS_GEMM_INLINE static inline __attribute__((always_inline))
+#else
+#define TS_GEMM_INLINE static inline
 #endif"""
 # C's block (its rows x a block of columns, kept in L2 across the K blocks) fills this share of the running
 # CPU's L2, as the C library reports it. On a Zen 3 (512 KiB L2), 384 KiB against the fixed 768 KiB that suited
@@ -63,7 +76,7 @@ HEADERS = r"""#include <string.h>
 L2_SHARE = (3, 4)
 C_BLOCK_SOURCE = r"""/* the most of `total` (in units of `unit`, the last one short) that one of `parts` shares of whole
    units holds, the shares split as the driver splits them */
-static inline int64_t ts_sgemm_largest_share(int64_t total, int64_t unit, int64_t parts) {
+TS_GEMM_INLINE int64_t ts_sgemm_largest_share(int64_t total, int64_t unit, int64_t parts) {
   const int64_t count = (total + unit - 1) / unit;
   int64_t largest = 0;
   for (int64_t t = 0; t < parts; ++t) {
@@ -124,7 +137,7 @@ typedef struct {{
 }} ts_sgemm_epilogue;
 /* an element-wise operand's rows for the block at row i, column j (mv x nv), asked for at the start of a tile
    whose K loop then hides the wait: read at the tile's end, a residual laid out as C missed the caches */
-static inline void ts_sgemm_epilogue_prefetch(const ts_sgemm_epilogue* ep, int64_t ldc, int64_t i, int64_t j,
+TS_GEMM_INLINE void ts_sgemm_epilogue_prefetch(const ts_sgemm_epilogue* ep, int64_t ldc, int64_t i, int64_t j,
     int64_t mv, int64_t nv) {{
   int operand = 0;
   for (int32_t steps = ep->program; steps; steps >>= {STEP_BITS}) {{
@@ -141,7 +154,7 @@ static inline void ts_sgemm_epilogue_prefetch(const ts_sgemm_epilogue* ep, int64
 }}
 /* not inlined into the tile (which runs it on ragged tiles only): gcc compiled ResNet-50's library unit in
    3.2-3.4 s with it inlined, 1.5-2.2 s without (1.1-1.9 s before epilogues) */
-TS_GEMM_DRIVER static void ts_sgemm_epilogue_apply(const ts_sgemm_epilogue* ep, float* c, int64_t ldc, int64_t i,
+TS_GEMM_OUTLINED static void ts_sgemm_epilogue_apply(const ts_sgemm_epilogue* ep, float* c, int64_t ldc, int64_t i,
     int64_t j, int64_t mv, int64_t nv) {{
   int operand = 0, constant = 0;
   for (int32_t steps = ep->program; steps; steps >>= {STEP_BITS}) {{
@@ -247,12 +260,24 @@ def _plain_body() -> list[str]:
     ]
 
 
+def _ragged_store(lanes: int, vector_step: list[str]) -> list[str]:
+    """A ragged tile's store from `t` (only rows < mv and columns < nv exist in C): a row's whole vectors through
+    `vector_step` (the vector at column q), then its last columns one by one. Written out, because the driver's
+    -O2 does not vectorise the loop (vww_mobilenet, whose channel counts leave ragged rows, took 1.02x the time)."""
+    lines = ["  /* a ragged tile: only rows < mv and columns < nv exist in C */",
+             "  for (int64_t r = 0; r < mv; ++r) {", "    int64_t q = 0;"]
+    if lanes:
+        lines += [f"    for (; q + {lanes} <= nv; q += {lanes}) {{", *(f"      {line}" for line in vector_step), "    }"]
+    return lines + ["    for (; q < nv; ++q) c[r * ldc + q] = add ? c[r * ldc + q] + t[r * NR + q] : t[r * NR + q];",
+                    "  }"]
+
+
 def microkernel_source(g: GemmKernel) -> str:
     """`<symbol>_tile(kc, a, b, bs, rows, c, ldc, mv, nv, add, ep, i, j)`: C[:mv, :nv] (+)= A panel . B panel,
     B's row p at `b + rows[p]` where `rows` is not null (an implicit im2col read in place), else at `b + p * bs`
     (NR in a packed micro-panel, B's own row stride where it is read in place); then,
     where `ep` is not null, its program on the tile, which lies at row i, column j of the whole C."""
-    lines = [f"static inline void {g.symbol}_tile(int64_t kc, const float* restrict a, const float* restrict b,",
+    lines = [f"TS_GEMM_INLINE void {g.symbol}_tile(int64_t kc, const float* restrict a, const float* restrict b,",
              "    int64_t bs, const int32_t* restrict rows, float* restrict c, int64_t ldc, int64_t mv, int64_t nv, int add,",
              "    const ts_sgemm_epilogue* ep,",
              "    int64_t i, int64_t j) {",
@@ -268,13 +293,14 @@ def microkernel_source(g: GemmKernel) -> str:
     for n, (guard, vtype, lanes, mm) in enumerate(isas):
         lines.append(f"#{'if' if n == 0 else 'elif'} {guard}")
         lines += _vector_body(g, vtype, lanes, mm)
+        lines += _ragged_store(lanes, [f"{vtype} x = {mm}_loadu_ps(t + r * NR + q);",
+                                       f"if (add) x = {mm}_add_ps(x, {mm}_loadu_ps(c + r * ldc + q));",
+                                       f"{mm}_storeu_ps(c + r * ldc + q, x);"])
     lines.append("#else")
     lines += _plain_body()
+    lines += _ragged_store(0, [])
     lines.append("#endif")
     lines += [
-        "  /* a ragged tile: only rows < mv and columns < nv exist in C */",
-        "  for (int64_t r = 0; r < mv; ++r)",
-        "    for (int64_t q = 0; q < nv; ++q) c[r * ldc + q] = add ? c[r * ldc + q] + t[r * NR + q] : t[r * NR + q];",
         "  if (ep) ts_sgemm_epilogue_apply(ep, c, ldc, i, j, mv, nv);",
         "}",
     ]
