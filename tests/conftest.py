@@ -29,9 +29,19 @@ def _verify_ir_after_every_pass():
 
 
 @pytest.fixture
-def blas_takes_small_gemms(monkeypatch):
-    """The `blas` target with its size thresholds (contrib/blas.py MIN_MACS, measured for speed) at 0:
-    for tests of offloading itself on small models (the digits CNN), whose GEMMs stay on the host otherwise."""
+def blas_beside_host_gemm(monkeypatch):
+    """The `blas` target taking products even where the host has its own faster GEMM (contrib/blas.py
+    HOST_GEMM_FIRST, off): for tests of offloading itself, on any x86-64 (AVX2 and AVX-512 hosts keep them)."""
+    from tessera.contrib import blas
+
+    monkeypatch.setattr(blas, "HOST_GEMM_FIRST", False)
+
+
+@pytest.fixture
+def blas_takes_small_gemms(monkeypatch, blas_beside_host_gemm):
+    """The `blas` target with its size thresholds (contrib/blas.py MIN_MACS, measured for speed) at 0 and
+    beside the host's GEMM: for tests of offloading itself on small models (the digits CNN), whose GEMMs
+    stay on the host otherwise."""
     from tessera.contrib import blas
 
     monkeypatch.setattr(blas, "MIN_MACS", {unfolds: 0 for unfolds in blas.MIN_MACS})

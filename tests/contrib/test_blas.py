@@ -15,7 +15,8 @@ from tessera.backend.report import partition_report
 from tessera.frontend import from_onnx
 from tessera.op import elemwise as ew
 from tessera.op.nn import conv, matmul
-from tessera.target import Target
+from tessera.op.nn.gemm import KERNELS_BY_LANES
+from tessera.target import Target, simd
 from tessera.tir import stmt as S
 from tessera.tir.functor import walk_expr
 from tessera.tir import expr as E
@@ -114,6 +115,49 @@ def test_an_unfolded_conv_over_the_threshold_is_offloaded():
     assert not [d for d in declined(mod) if d.op == "nn.conv2d"]
 
 
+HOST_GEMM_REASON = ("the host has its packed GEMM ({} float32 lanes), measured faster than OpenBLAS on such products, "
+                    "their tails fused")
+
+
+@pytest.mark.parametrize(("host", "lanes"), [("c -mcpu=x86-64-v3", 8), ("c -mcpu=x86-64-v4", 16)])
+def test_a_host_with_its_own_gemm_keeps_the_products_saying_why(host, lanes):
+    """HOST_GEMM_FIRST: an AVX2 or AVX-512 host runs a 1x1 convolution (64 x 256 x 64, over MIN_MACS) and a
+    dense layer faster than OpenBLAS; only the partitioning (no C), with each host named in the target."""
+    for mod, op, entry in ((_one_conv((1, 64, 16, 16), (64, 64, 1, 1)), "nn.conv2d", "blas.conv2d"),
+                           (_one_matmul((1, 128, 256), (256, 512)), "nn.matmul", "blas.matmul")):
+        target = Target(f"{host} -accelerators=blas")
+        partitioned = partition_for(mod, target.accelerators[0], host=target.host)
+        assert not [f for _, f in partitioned.items() if f.attrs.compiler]
+        (note,) = [d for d in declined(partitioned) if d.op == op and d.kind.matched_a_pattern]
+        assert note.reason == f"pattern {entry}: {HOST_GEMM_REASON.format(lanes)}" and note.kind.matched_a_pattern
+
+
+@pytest.mark.parametrize(("host", "lhs"), [
+    ("c -mcpu=x86-64", (1, 128, 256)),  # SSE2 only: no packed GEMM on the host
+    ("c -mcpu=x86-64-v3", (1, 4, 8192)),  # 4 rows: under the host GEMM's MIN_ROWS, it would run them plainly
+])
+def test_what_the_host_would_run_plainly_goes_to_openblas(host, lhs):
+    mod = _one_matmul(lhs, (lhs[-1], 512))
+    target = Target(f"{host} -accelerators=blas")
+    partitioned = partition_for(mod, target.accelerators[0], host=target.host)
+    assert [f.attrs.compiler for _, f in partitioned.items() if f.attrs.compiler] == ["blas"]
+
+
+def test_a_build_for_this_cpu_asks_the_native_host():
+    """`target="blas"` (host `c`, this CPU): with AVX2 or AVX-512 the conv keeps the host's kernels, the report
+    saying why; on an older x86-64 OpenBLAS takes it."""
+    mod = _one_conv((1, 64, 16, 16), (64, 64, 1, 1))
+    lib = tessera.build(mod, target="blas")
+    lanes = simd.float32_lanes(Target("c"))
+    if lanes not in KERNELS_BY_LANES:
+        assert _blas_sources(lib)
+        return
+    assert not _blas_sources(lib) and "blas" not in partition_report(lib).op_counts()
+    (note,) = [d for d in declined(lib.partitioned_mod) if d.op == "nn.conv2d" and d.kind.matched_a_pattern]
+    assert note.reason == f"pattern blas.conv2d: {HOST_GEMM_REASON.format(lanes)}"
+
+
+@pytest.mark.usefixtures("blas_beside_host_gemm")
 def test_a_big_product_is_split_across_the_threads_by_columns():
     """1x1 conv, 64 x 256 x 64 (over MIN_MACS and PARALLEL_MIN_WORK): four 64-column parts, one sgemm each,
     in a parallel loop; OpenBLAS runs serially, so the threads share the product this way."""
@@ -137,6 +181,7 @@ def _parallel_loops(lib) -> list[S.For]:
     return [s for s in S.walk_stmts(kernel.body) if isinstance(s, S.For) and s.kind is S.ForKind.PARALLEL]
 
 
+@pytest.mark.usefixtures("blas_beside_host_gemm")
 @pytest.mark.parametrize(("lhs", "rhs", "loop", "parts"), [
     ((1, 128, 256), (256, 512), "part", 4),  # a dense layer: one product, split by columns
     ((1, 4, 64, 32), (1, 4, 32, 64), "b1", 4),  # attention scores: the threads share the heads
@@ -165,6 +210,7 @@ def test_a_one_row_product_stays_on_the_host_in_row_parts():
     np.testing.assert_allclose(tessera.GraphModule(lib, num_threads=2)(a, b)[0], a @ b, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.usefixtures("blas_beside_host_gemm")
 @pytest.mark.parametrize(("tail", "ops"), [
     (lambda y, x: ew.minimum(ew.maximum(y, relay.const(np.float32(0))), relay.const(np.float32(6))),
      {"nn.conv2d": 1, "add": 1, "maximum": 1, "minimum": 1}),  # ReLU6: a minimum of a maximum
@@ -220,6 +266,7 @@ def test_report_shows_what_went_where(tmp_path, blas_takes_small_gemms):
     assert page.startswith("<!doctype html>") and "<svg" in page and "nn.conv2d" in page
 
 
+@pytest.mark.usefixtures("blas_beside_host_gemm")
 @pytest.mark.parametrize("name", LIGHT_MODELS)
 def test_light_models_match_onnxruntime_with_blas(name, record_property):
     record_property("suite", "light models, random weights, target blas")
@@ -229,8 +276,9 @@ def test_light_models_match_onnxruntime_with_blas(name, record_property):
     (expected,) = ort_run(model, {input_name: x})[:1]
     mod, params = from_onnx(model)
     lib = tessera.build(mod, target="blas", params=params)
-    # OpenBLAS takes operators, or declines each it matched with its reason (on AVX2 the host's GEMM over
-    # planes has AlexNet's, VGG-19's and ZFNet's convolutions first, and their classifiers run in row parts)
+    # OpenBLAS takes operators (beside the host's GEMM, which would keep them: the offload is under test), or
+    # declines each it matched with its reason (AlexNet's, VGG-19's and ZFNet's convolutions are unfolded ones
+    # under MIN_MACS, their classifiers one-row products the host runs in row parts)
     declines = [d for d in declined(lib.partitioned_mod) if d.kind.matched_a_pattern]
     assert "blas" in partition_report(lib).op_counts() or (declines and all(d.reason for d in declines))
     np.testing.assert_allclose(lib(x)[0], expected, rtol=1e-3, atol=1e-4)

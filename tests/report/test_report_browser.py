@@ -47,6 +47,7 @@ def _check_readable(browser) -> None:
     assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth;")
 
 
+@pytest.mark.usefixtures("blas_beside_host_gemm")
 @pytest.mark.parametrize("name", ["densenet121", "inception_v2"])
 def test_large_blas_reports_render_readably(browser, tmp_path, name):
     mod, params = from_onnx(str(light_path(name)))

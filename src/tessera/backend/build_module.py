@@ -120,7 +120,7 @@ def partition(mod: IRModule, target: Target, ctx: PassContext, say: Progress, pr
     check_pins(mod.main, [HOST, *(a.kind.name for a in accelerators), *pieces])
     for accel in accelerators:
         say(f"partitioning for {accel.kind.name}")
-        mod = partition_for(mod, accel, ctx, prefix)
+        mod = partition_for(mod, accel, ctx, prefix, target.host)
     mod = InlineComposites()(mod, ctx)
     if config is not None:
         say(f"placing calls on pieces {', '.join(pieces)}")
@@ -230,7 +230,7 @@ def pipeline_pass_names(target: TargetLike | CompilationConfig | None) -> tuple[
     turns off are listed too."""
     compile_target, config = resolve_target(target)
     stages: list[Pass] = [optimize_pipeline(), Int8Layout(compile_target), ExpandFunctionPins()]
-    stages += [partition_pipeline(accel) for accel in compile_target.accelerators]
+    stages += [partition_pipeline(accel, host=compile_target.host) for accel in compile_target.accelerators]
     stages += [InlineComposites(), PlanDevices(config) if config is not None else RemovePins()]
     stages += [FuseOps()] if config is not None else [PackGemmWeights(compile_target.host), FuseOps()]
     hooks = [t.kind.relay_to_tir for t in [*compile_target.accelerators, compile_target.host]]

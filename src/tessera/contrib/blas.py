@@ -3,8 +3,9 @@
 A target kind (`target="blas"`: host `c` plus this accelerator) with
 * a pattern table: float32 conv2d (wide groups; depthwise stays on the host)
   and matmul, each with an optional add (a bias) and ReLU, when the GEMM is
-  big enough to pay (MIN_MACS); a refused one stays in the host's C, and
-  the partition report shows why;
+  big enough to pay (MIN_MACS) and the host has no faster GEMM of its own
+  (HOST_GEMM_FIRST); a refused one stays in the host's C, and the partition
+  report shows why;
 * RelayToTIR (`LowerPartitions`): the conv or matmul becomes a `te.extern`
   stage calling cblas_sgemm, whose result the add and ReLU (ordinary
   computes) update in place; a convolution unfolds its input (im2col) a
@@ -31,6 +32,7 @@ from ..backend.lower_partition import LowerPartitions, Lowering
 from ..codegen.c_host import build_c_module
 from ..codegen.c_source import CodeGenC
 from ..op.nn.conv import ConvAttrs
+from ..op.nn.gemm import KERNELS_BY_LANES, MIN_ROWS
 from ..relay.dataflow_pattern import CallPattern, Match, Pattern, is_op, wildcard
 from ..relay.expr import Call
 from ..relay.pattern_table import PatternEntry, Refused
@@ -61,6 +63,14 @@ BLOCK_MIN_COLUMNS = 256
 # but for 3-channel stems (about 1.0), and VGG-19 with its 1.8 G 3x3 ones on OpenBLAS took 1.07 x its
 # time on the host; one-row products of 82 K (ad_autoencoder's) tied at 4 us.
 MIN_MACS = {False: 1 << 17, True: 1 << 31}
+# A host target with tessera's packed-panel GEMM (op/nn/gemm.py: AVX2 or AVX-512, products of MIN_ROWS rows
+# or more) keeps the products: it runs them faster than OpenBLAS, with their bias, residual and activation in
+# its epilogue. 2-core Zen 3 (AVX2; OpenBLAS 0.3.21's Haswell kernels), exported builds, 8 alternating rounds,
+# blas / c: ResNet-50 1.11 at 1 thread and 1.08 at 2, gpt2_mlp 1.12 and 1.14, vit_block 1.05 and 1.11,
+# convnext_block 1.04 and 1.10; ResNet-50's twelve 1x1 convolutions alone (blas_threshold.py) 0.87-1.15, nine
+# above 1. On a Zen 4 with AVX-512 (2026-11-25) gpt2_mlp and the inverted-residual blocks took 10-30 % longer
+# with OpenBLAS, ShuffleNet's grouped 1x1s less (0.92). OpenBLAS still takes what the host would run plainly.
+HOST_GEMM_FIRST = True
 # OpenBLAS runs serially: tessera's threads share a big product (see `Split`), in at most MAX_PARTS
 # parts of PART_MIN rows or columns at least.
 MAX_PARTS, PART_MIN = 4, 64
@@ -102,6 +112,16 @@ def _big_enough(macs: int, unfolds: bool) -> bool | Refused:
     return Refused(f"{what} of {macs} multiply-adds, under {least}: the host's own C is as fast")
 
 
+def _host_gemm_first(rows: int, host: Target) -> Refused | None:
+    """Why the host keeps a product of `rows` rows (its A: a convolution's output channels per group, a
+    matrix product's left rows), or None where its own GEMM would not run it (see HOST_GEMM_FIRST)."""
+    lanes = simd.float32_lanes(host)
+    if not HOST_GEMM_FIRST or lanes not in KERNELS_BY_LANES or rows < MIN_ROWS:
+        return None
+    return Refused(f"the host has its packed GEMM ({lanes} float32 lanes), measured faster than OpenBLAS on "
+                   "such products, their tails fused")
+
+
 def _unfolds(attrs: ConvAttrs, kh: int, kw: int) -> bool:
     """Does the convolution need im2col (else its input is the GEMM's B as it is)?"""
     return not (kh == kw == 1 and attrs.strides == (1, 1) and not any(attrs.padding))
@@ -129,8 +149,17 @@ def _matmul_ok(m: Match) -> bool | Refused:
     return _big_enough(rows * k * n, False)
 
 
-CONV_ENTRY = PatternEntry("blas.conv2d", CONV_PATTERN, _conv_ok)
-MATMUL_ENTRY = PatternEntry("blas.matmul", MATMUL_PATTERN, _matmul_ok)
+def _conv_host_faster(m: Match, host: Target) -> Refused | None:
+    conv = m.call(CONV)
+    return _host_gemm_first(conv.args[1].tensor_type.shape[0] // conv.attrs_as(ConvAttrs).groups, host)
+
+
+def _matmul_host_faster(m: Match, host: Target) -> Refused | None:
+    return _host_gemm_first(m.call(MATMUL).args[0].tensor_type.shape[-2], host)
+
+
+CONV_ENTRY = PatternEntry("blas.conv2d", CONV_PATTERN, _conv_ok, _conv_host_faster)
+MATMUL_ENTRY = PatternEntry("blas.matmul", MATMUL_PATTERN, _matmul_ok, _matmul_host_faster)
 PATTERN_TABLE = [CONV_ENTRY, MATMUL_ENTRY]
 
 

@@ -14,12 +14,19 @@ objects that matched them, with their types:
 
 A check may say why it refused: `Refused("too small")` is false, and the
 partition report shows its reason (see transform/declines.py).
+
+An entry may also ask whether the host would run the match faster than the
+accelerator: `host_faster(match, host)` gets the composite target's host
+(a Target) and returns a `Refused` saying why, or None to let the
+accelerator take it. Partitioning asks it only when it knows the host
+(`build` always does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .dataflow_pattern import Match, Pattern
 
@@ -35,15 +42,19 @@ class Refused:
 
 
 Check = Callable[[Match], "bool | Refused"]  # `m[pattern]` is the (typed) expression a part of the pattern matched
+# (match, host Target) -> why the host's own kernels are the better choice, or None (Any: targets sit above relay)
+HostFaster = Callable[[Match, Any], "Refused | None"]
 
 
 @dataclass(frozen=True)
 class PatternEntry:
-    """One named pattern ("<kind>.<name>") and an optional check of a match."""
+    """One named pattern ("<kind>.<name>"), an optional check of a match, and an optional comparison with
+    the host's own kernels for it (`host_faster`)."""
 
     name: str
     pattern: Pattern
     check: Check | None = None
+    host_faster: HostFaster | None = None
 
 
 PatternTable = Sequence[PatternEntry]

@@ -11,8 +11,9 @@ what wildcards matched becomes parameters; constants the pattern matched
 with `is_constant()` stay inside, so the target sees its weights. A match is
 taken only if no intermediate value is also used outside it (otherwise the
 value would have to exist twice). Earlier table entries win. A match
-turned down (by its check, or for a value read outside it) is noted on the
-module (see declines.py), so a report can say why its calls stayed.
+turned down (by its check, for the host's faster kernels, or for a value
+read outside it) is noted on the module (see declines.py), so a report can
+say why its calls stayed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..relay.module import IRModule
 from ..relay.pattern_table import PatternEntry, Refused, as_entries
 from ..op.annotation import OnTargetAttrs, on_target, on_target_op
 from ..relay.visitor import post_order, rebuild, rewrite, substitute
+from ..target.target import Target
 from .declines import Declined, Refusal, callable_name, note, op_calls, with_declined
 from .infer_type import infer_function
 from .pass_infra import FunctionPass, PassContext
@@ -72,8 +74,9 @@ def _composite_function(root: Expr, inside: list[Expr], inputs: list[Expr], name
 
 
 def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | None = None,
-                    notes: list[Declined] | None = None) -> Function:
-    """`func` with each match of `table` wrapped; refused matches are appended to `notes`."""
+                    notes: list[Declined] | None = None, host: Target | None = None) -> Function:
+    """`func` with each match of `table` wrapped; refused matches are appended to `notes`. With `host` (the
+    target running the rest of the graph), a match whose entry finds the host faster is refused too."""
     notes = [] if notes is None else notes
     func = infer_function(func, mod)
     nodes = post_order(func.body, into_functions=False)
@@ -109,6 +112,10 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
                        else f"its check {callable_name(entry.check)} refused the match")
                 notes += note(target, op_calls(inside), Refusal.CHECK, f"pattern {entry.name}: {why}")
                 continue
+            faster = None if host is None or entry.host_faster is None else entry.host_faster(match, host)
+            if faster is not None:
+                notes += note(target, op_calls(inside), Refusal.CHECK, f"pattern {entry.name}: {faster.reason}")
+                continue
             composite = _composite_function(node, inside, inputs, entry.name)
             claimed |= {id(e) for e in inside}
             replacements[id(node)] = (composite, inputs)
@@ -130,15 +137,16 @@ class MergeComposite(FunctionPass):
     name = "MergeComposite"
     opt_level = 0
 
-    def __init__(self, table: Sequence[PatternEntry | tuple]) -> None:
+    def __init__(self, table: Sequence[PatternEntry | tuple], host: Target | None = None) -> None:
         self.table = as_entries(table)
+        self.host = host  # where known, entries may leave a match to the host's faster kernels
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
         notes: list[Declined] = []
         result = mod
         for gv, func in mod.items():
             if isinstance(func, Function) and not (func.attrs.compiler or func.attrs.primitive):
-                new = merge_composite(func, self.table, mod, notes)
+                new = merge_composite(func, self.table, mod, notes, self.host)
                 if new is not func:
                     result = result.with_function(gv, new)
         return with_declined(result, notes)
@@ -146,7 +154,7 @@ class MergeComposite(FunctionPass):
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
         if func.attrs.compiler or func.attrs.primitive:
             return func
-        return merge_composite(func, self.table, mod)
+        return merge_composite(func, self.table, mod, host=self.host)
 
 
 class InlineComposites(FunctionPass):

@@ -17,16 +17,17 @@ from .merge_composite import MergeComposite
 from .pass_infra import Pass, PassContext, Sequential
 
 
-def partition_pipeline(target: Target, prefix: str = "tsgen_") -> Sequential:
-    """The passes that partition for `target`, as one Sequential named partition_for_<kind>."""
+def partition_pipeline(target: Target, prefix: str = "tsgen_", host: Target | None = None) -> Sequential:
+    """The passes that partition for `target`, as one Sequential named partition_for_<kind>. `host`, the
+    composite's host, lets pattern entries leave a match to the host's own faster kernels."""
     passes: list[Pass] = []
     if target.kind.pattern_table:
-        passes.append(MergeComposite(target.kind.pattern_table))
+        passes.append(MergeComposite(target.kind.pattern_table, host))
     passes += [AnnotateTarget([target]), MergeCompilerRegions(),
                PartitionGraph({target.kind.name: target}, prefix)]
     return Sequential(passes, name=f"partition_for_{target.kind.name}")
 
 
 def partition_for(mod: IRModule, target: Target, ctx: PassContext | None = None,
-                  prefix: str = "tsgen_") -> IRModule:
-    return partition_pipeline(target, prefix)(mod, ctx or PassContext.current())
+                  prefix: str = "tsgen_", host: Target | None = None) -> IRModule:
+    return partition_pipeline(target, prefix, host)(mod, ctx or PassContext.current())
