@@ -16,6 +16,7 @@ from tessera.frontend import from_onnx
 from tessera.op import elemwise as ew
 from tessera.op.nn import conv, matmul
 from tessera.op.nn.gemm import KERNELS_BY_LANES
+from tessera.op.annotation import on_target
 from tessera.target import Target, simd
 from tessera.tir import stmt as S
 from tessera.tir.functor import walk_expr
@@ -141,6 +142,19 @@ def test_what_the_host_would_run_plainly_goes_to_openblas(host, lhs):
     target = Target(f"{host} -accelerators=blas")
     partitioned = partition_for(mod, target.accelerators[0], host=target.host)
     assert [f.attrs.compiler for _, f in partitioned.items() if f.attrs.compiler] == ["blas"]
+
+
+def test_a_call_pinned_to_blas_goes_there_beside_the_host_gemm():
+    """A pin is the user's choice: the host's faster GEMM does not override it (on_target)."""
+    x = relay.Var("x", relay.TensorType((128, 256), "float32"))
+    w = relay.const(np.ones((256, 512), np.float32))
+    pinned = relay.IRModule.from_expr(relay.Function((x,), on_target(matmul.matmul(x, w), "blas")))
+    target = Target("c -mcpu=x86-64-v3 -accelerators=blas")
+    partitioned = partition_for(pinned, target.accelerators[0], host=target.host)
+    assert [f.attrs.compiler for _, f in partitioned.items() if f.attrs.compiler] == ["blas"]
+    unpinned = relay.IRModule.from_expr(relay.Function((x,), matmul.matmul(x, w)))
+    assert not [f for _, f in partition_for(unpinned, target.accelerators[0], host=target.host).items()
+                if f.attrs.compiler]
 
 
 def test_a_build_for_this_cpu_asks_the_native_host():

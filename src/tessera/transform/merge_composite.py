@@ -76,7 +76,8 @@ def _composite_function(root: Expr, inside: list[Expr], inputs: list[Expr], name
 def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | None = None,
                     notes: list[Declined] | None = None, host: Target | None = None) -> Function:
     """`func` with each match of `table` wrapped; refused matches are appended to `notes`. With `host` (the
-    target running the rest of the graph), a match whose entry finds the host faster is refused too."""
+    target running the rest of the graph), a match whose entry finds the host faster is refused too, unless
+    its call is pinned to the entry's target (`on_target`): the user's choice stands over a speed estimate."""
     notes = [] if notes is None else notes
     func = infer_function(func, mod)
     nodes = post_order(func.body, into_functions=False)
@@ -84,6 +85,8 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
     for n in nodes:
         for c in children(n):
             uses[id(c)] = uses.get(id(c), 0) + 1
+    pins = {id(n.args[0]): n.attrs_as(OnTargetAttrs).target for n in nodes
+            if isinstance(n, Call) and n.op is on_target_op}
     claimed: set[int] = set()
     replacements: dict[int, tuple[Function, list[Expr]]] = {}
     for entry in table:
@@ -112,7 +115,8 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
                        else f"its check {callable_name(entry.check)} refused the match")
                 notes += note(target, op_calls(inside), Refusal.CHECK, f"pattern {entry.name}: {why}")
                 continue
-            faster = None if host is None or entry.host_faster is None else entry.host_faster(match, host)
+            faster = (entry.host_faster(match, host)
+                      if host is not None and entry.host_faster is not None and pins.get(id(node)) != target else None)
             if faster is not None:
                 notes += note(target, op_calls(inside), Refusal.CHECK, f"pattern {entry.name}: {faster.reason}")
                 continue
