@@ -181,12 +181,13 @@ def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
                         + " ".join(f"{acc[r][v]} = {mm}_fmadd_ps(x, b{v}, {acc[r][v]});" for v in range(vectors))
                         + " }" for r in range(g.mr)]
 
+    lines += _column_tail(g, vtype, lanes, mm, acc)
     if nv > 1:
         # a panel of at most one vector's columns (the last of a 7x7 map's 49) multiplies that vector only:
         # MR chains of multiply-adds, 6x8 in 2/3 of a 6x16 tile's time rather than all of it
-        lines += [f"  if (!rows && nv <= {lanes})",
+        lines += [f"  else if (!rows && nv <= {lanes})",
                   "    for (int64_t p = 0; p < kc; ++p, a += MR, b += bs) {", *step("b", 1), "    }"]
-    lines += [f"  {'else if' if nv > 1 else 'if'} (rows)  /* B's rows where they lie, through their offsets */",
+    lines += ["  else if (rows)  /* B's rows where they lie, through their offsets */",
               "    for (int64_t p = 0; p < kc; ++p, a += MR) {", "      const float* row = b + rows[p];", *step("row"),
               "    }",
               "  else",
@@ -201,6 +202,45 @@ def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
     lines += ["    return;", "  }", "  float t[MR * NR];"]
     lines += [f"  {mm}_storeu_ps(t + {r * g.nr + v * lanes}, {acc[r][v]});" for r in range(g.mr) for v in range(nv)]
     return lines
+
+
+# Columns of a panel computed as a column of C (A's MR rows one vector, B's element a broadcast) where the panel
+# has no more: the last of a 7x7 map's 49 took a fifth of such a convolution's GEMM time as a 6x8 tile, whose
+# six broadcasts of A per k step bound it
+COLUMN_TAIL = 2
+COLUMN_PHASES = 4  # k steps in flight per column (separate accumulators: a multiply-add's latency)
+
+
+def _column_tail(g: GemmKernel, vtype: str, lanes: int, mm: str, acc: list[list[str]]) -> list[str]:
+    """A packed panel of at most COLUMN_TAIL columns: per k step one masked load of A's MR rows (the next step's
+    rows lie past them) and a broadcast of B's element per column; then column j's lanes become the rows'
+    accumulators' lane j. AVX2 only (MR fits a vector; AVX-512's 32-column panels rarely leave such a tail).
+    Opens the if/else chain the other loops continue."""
+    if mm != "_mm256" or g.mr > lanes:
+        return ["  if (0) {}"]
+    cols, phases = range(COLUMN_TAIL), range(COLUMN_PHASES)
+    lines = [f"  if (!rows && nv <= {COLUMN_TAIL}) {{  /* a column or two: A's rows a vector (COLUMN_TAIL) */",
+             "    const __m256i rows_of_a = _mm256_setr_epi32("
+             + ", ".join("-1" if r < g.mr else "0" for r in range(lanes)) + ");",
+             f"    {vtype} {', '.join(f's{j}_{u} = {mm}_setzero_ps()' for j in cols for u in phases)};",
+             "    int64_t p = 0;",
+             f"    for (; p + {COLUMN_PHASES} <= kc; p += {COLUMN_PHASES}) {{"]
+    for u in phases:
+        lines.append(f"      {{ const {vtype} x = _mm256_maskload_ps(a + (p + {u}) * MR, rows_of_a); "
+                     + " ".join(f"s{j}_{u} = {mm}_fmadd_ps(x, {mm}_set1_ps(b[(p + {u}) * bs + {j}]), s{j}_{u});"
+                                for j in cols) + " }")
+    lines += ["    }", "    for (; p < kc; ++p) {",
+              "      const __m256 x = _mm256_maskload_ps(a + p * MR, rows_of_a);",
+              *(f"      s{j}_0 = {mm}_fmadd_ps(x, {mm}_set1_ps(b[p * bs + {j}]), s{j}_0);" for j in cols),
+              "    }",
+              f"    float column[{COLUMN_TAIL}][{lanes}];"]
+    for j in cols:
+        total = "".join(f"{mm}_add_ps(" for _ in phases[1:]) + f"s{j}_0" + "".join(f", s{j}_{u})" for u in phases[1:])
+        lines.append(f"    {mm}_storeu_ps(column[{j}], {total});")
+    for r in range(g.mr):
+        values = [f"column[{j}][{r}]" for j in cols] + ["0.0f"] * (lanes - COLUMN_TAIL)
+        lines.append(f"    {acc[r][0]} = {mm}_setr_ps({', '.join(values)});")
+    return lines + ["  }"]
 
 
 def _vector_epilogue(acc: list[list[str]], vtype: str, lanes: int, mm: str) -> list[str]:
