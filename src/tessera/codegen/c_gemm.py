@@ -181,13 +181,14 @@ def _vector_body(g: GemmKernel, vtype: str, lanes: int, mm: str) -> list[str]:
                         + " ".join(f"{acc[r][v]} = {mm}_fmadd_ps(x, b{v}, {acc[r][v]});" for v in range(vectors))
                         + " }" for r in range(g.mr)]
 
-    lines += _column_tail(g, vtype, lanes, mm, acc)
+    tail = _column_tail(g, vtype, lanes, mm, acc)
+    lines += tail
     if nv > 1:
         # a panel of at most one vector's columns (the last of a 7x7 map's 49) multiplies that vector only:
         # MR chains of multiply-adds, 6x8 in 2/3 of a 6x16 tile's time rather than all of it
-        lines += [f"  else if (!rows && nv <= {lanes})",
+        lines += [f"  {'else if' if tail else 'if'} (!rows && nv <= {lanes})",
                   "    for (int64_t p = 0; p < kc; ++p, a += MR, b += bs) {", *step("b", 1), "    }"]
-    lines += ["  else if (rows)  /* B's rows where they lie, through their offsets */",
+    lines += [f"  {'else if' if tail or nv > 1 else 'if'} (rows)  /* B's rows where they lie, through their offsets */",
               "    for (int64_t p = 0; p < kc; ++p, a += MR) {", "      const float* row = b + rows[p];", *step("row"),
               "    }",
               "  else",
@@ -214,10 +215,10 @@ COLUMN_PHASES = 4  # k steps in flight per column (separate accumulators: a mult
 def _column_tail(g: GemmKernel, vtype: str, lanes: int, mm: str, acc: list[list[str]]) -> list[str]:
     """A packed panel of at most COLUMN_TAIL columns: per k step one masked load of A's MR rows (the next step's
     rows lie past them) and a broadcast of B's element per column; then column j's lanes become the rows'
-    accumulators' lane j. AVX2 only (MR fits a vector; AVX-512's 32-column panels rarely leave such a tail).
-    Opens the if/else chain the other loops continue."""
+    accumulators' lane j. AVX2 only (MR fits a vector; AVX-512's 32-column panels rarely leave such a tail):
+    elsewhere no lines. Opens the if/else chain of the K loops."""
     if mm != "_mm256" or g.mr > lanes:
-        return ["  if (0) {}"]
+        return []
     cols, phases = range(COLUMN_TAIL), range(COLUMN_PHASES)
     lines = [f"  if (!rows && nv <= {COLUMN_TAIL}) {{  /* a column or two: A's rows a vector (COLUMN_TAIL) */",
              "    const __m256i rows_of_a = _mm256_setr_epi32("
