@@ -157,6 +157,19 @@ def test_a_call_pinned_to_blas_goes_there_beside_the_host_gemm():
                 if f.attrs.compiler]
 
 
+def test_a_pinned_small_product_goes_to_openblas_and_is_right():
+    """The size thresholds are speed rules like HOST_GEMM_FIRST: a pin overrides them (16 x 32 x 16, 8 K
+    multiply-adds, far under MIN_MACS), and OpenBLAS's result is the product's."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((32, 16)).astype(np.float32)
+    x = relay.Var("x", relay.TensorType((16, 32), "float32"))
+    mod = relay.IRModule.from_expr(relay.Function((x,), on_target(matmul.matmul(x, relay.const(w)), "blas")))
+    lib = tessera.build(mod, target="blas")
+    assert _blas_sources(lib) and partition_report(lib).op_counts()["blas"] == {"nn.matmul": 1}
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+    np.testing.assert_allclose(lib(a)[0], a @ w, rtol=1e-5, atol=1e-5)
+
+
 def test_a_build_for_this_cpu_asks_the_native_host():
     """`target="blas"` (host `c`, this CPU): with AVX2 or AVX-512 the conv keeps the host's kernels, the report
     saying why; on an older x86-64 OpenBLAS takes it."""

@@ -4,8 +4,8 @@ A target kind (`target="blas"`: host `c` plus this accelerator) with
 * a pattern table: float32 conv2d (wide groups; depthwise stays on the host)
   and matmul, each with an optional add (a bias) and ReLU, when the GEMM is
   big enough to pay (MIN_MACS) and the host has no faster GEMM of its own
-  (HOST_GEMM_FIRST); a refused one stays in the host's C, and the partition
-  report shows why;
+  (HOST_GEMM_FIRST), or when a pin (`on_target`) says so; a refused one stays
+  in the host's C, and the partition report shows why;
 * RelayToTIR (`LowerPartitions`): the conv or matmul becomes a `te.extern`
   stage calling cblas_sgemm, whose result the add and ReLU (ordinary
   computes) update in place; a convolution unfolds its input (im2col) a
@@ -103,11 +103,12 @@ def _tail_fits(m: Match, core: Pattern) -> bool:
     return all(e.checked_type == m[core].checked_type for e in tail)
 
 
-def _big_enough(macs: int, unfolds: bool) -> bool | Refused:
-    """Does one GEMM of `macs` multiply-adds pay for the library call (and the unfold)? See MIN_MACS."""
+def _too_small(macs: int, unfolds: bool) -> Refused | None:
+    """Why one GEMM of `macs` multiply-adds does not pay for the library call (and the unfold), or None where
+    it does. See MIN_MACS."""
     least = MIN_MACS[unfolds]
     if macs >= least:
-        return True
+        return None
     what = "an unfolded (im2col) GEMM" if unfolds else "a GEMM"
     return Refused(f"{what} of {macs} multiply-adds, under {least}: the host's own C is as fast")
 
@@ -127,35 +128,37 @@ def _unfolds(attrs: ConvAttrs, kh: int, kw: int) -> bool:
     return not (kh == kw == 1 and attrs.strides == (1, 1) and not any(attrs.padding))
 
 
-def _conv_ok(m: Match) -> bool | Refused:
+# What OpenBLAS can run (`check`) and where the host is the faster place (`host_faster`: the size thresholds
+# and HOST_GEMM_FIRST), kept apart so that a call pinned to blas goes there whatever its size.
+def _conv_ok(m: Match) -> bool:
     conv = m.call(CONV)
     (oc, icpg, kh, kw), attrs = conv.args[1].tensor_type.shape, conv.attrs_as(ConvAttrs)
-    # a GEMM per group pays only when the groups are wide; depthwise stays on the host
-    if not ((attrs.groups == 1 or (oc // attrs.groups >= 4 and icpg * kh * kw >= 8)) and _tail_fits(m, CONV)):
-        return False
+    # a GEMM per group only for wide groups; depthwise stays on the host
+    return (attrs.groups == 1 or (oc // attrs.groups >= 4 and icpg * kh * kw >= 8)) and _tail_fits(m, CONV)
+
+
+def _conv_host_faster(m: Match, host: Target) -> Refused | None:
+    conv = m.call(CONV)
+    (oc, icpg, kh, kw), attrs = conv.args[1].tensor_type.shape, conv.attrs_as(ConvAttrs)
     (oh, ow), ocpg = conv.tensor_type.shape[2:], oc // attrs.groups
-    return _big_enough(ocpg * oh * ow * icpg * kh * kw, _unfolds(attrs, kh, kw))
+    small = _too_small(ocpg * oh * ow * icpg * kh * kw, _unfolds(attrs, kh, kw))
+    return small if small is not None else _host_gemm_first(ocpg, host)
 
 
-def _matmul_ok(m: Match) -> bool | Refused:
+def _matmul_ok(m: Match) -> bool:
     a, b = (x.tensor_type for x in m.call(MATMUL).args)
-    if not (a.ndim >= 2 and b.ndim >= 2 and _tail_fits(m, MATMUL)):
-        return False
+    return a.ndim >= 2 and b.ndim >= 2 and _tail_fits(m, MATMUL)
+
+
+def _matmul_host_faster(m: Match, host: Target) -> Refused | None:
+    a, b = (x.tensor_type for x in m.call(MATMUL).args)
     (rows, k), n = a.shape[-2:], b.shape[-1]
     if rows == 1 and math.prod((*a.shape[:-2], *b.shape[:-2])) == 1 and runs_in_row_parts(k, n, 4, k * n):
         # OpenBLAS's sgemv runs on the calling thread; the host's row parts (te/parallel.py) or, on AVX-512,
         # its few-row GEMM on all of them
         return Refused(f"a one-row product of {k} x {n}: the host's C runs it on all threads, sgemv on one")
-    return _big_enough(rows * k * n, False)
-
-
-def _conv_host_faster(m: Match, host: Target) -> Refused | None:
-    conv = m.call(CONV)
-    return _host_gemm_first(conv.args[1].tensor_type.shape[0] // conv.attrs_as(ConvAttrs).groups, host)
-
-
-def _matmul_host_faster(m: Match, host: Target) -> Refused | None:
-    return _host_gemm_first(m.call(MATMUL).args[0].tensor_type.shape[-2], host)
+    small = _too_small(rows * k * n, False)
+    return small if small is not None else _host_gemm_first(rows, host)
 
 
 CONV_ENTRY = PatternEntry("blas.conv2d", CONV_PATTERN, _conv_ok, _conv_host_faster)

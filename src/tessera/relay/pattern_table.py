@@ -19,7 +19,8 @@ An entry may also ask whether the host would run the match faster than the
 accelerator: `host_faster(match, host)` gets the composite target's host
 (a Target) and returns a `Refused` saying why, or None to let the
 accelerator take it. Partitioning asks it only when it knows the host
-(`build` always does).
+(`build` always does), and not for a call pinned to the accelerator: so a
+check says what the accelerator can run, `host_faster` where it pays.
 """
 
 from __future__ import annotations
