@@ -50,7 +50,7 @@ HEADERS = r"""#include <string.h>
 /* the blocked loops are one function per microkernel, not inlined or specialised into every entry: gcc -O3
    compiled each unit of ResNet-50 in 2.1 s instead of 3.5 s, and the loops run once per product.
    The driver (TS_GEMM_DRIVER) is compiled at -O2: its hot code is the tile's intrinsics, which -O3 only copies
-   into split and versioned loops (ResNet-50's library unit: 1.2-1.5 s of gcc against 2.9-3.6 s at -O3, the
+   into split and versioned loops (ResNet-50's library unit: 1.2-1.5 s of gcc against 2.9-4.0 s at -O3, the
    models' run time even). gcc inlines no function compiled under other options into it, so what the driver must
    inline is TS_GEMM_INLINE; the packing helpers stay calls, compiled with the unit's options, as does
    TS_GEMM_OUTLINED (both have scalar loops that -O3 vectorises). */
