@@ -73,6 +73,12 @@ def _composite_function(root: Expr, inside: list[Expr], inputs: list[Expr], name
     return infer_function(Function(tuple(params), local[id(root)], attrs=FuncAttrs(composite=name)))
 
 
+def _pinned_targets(nodes: Sequence[Expr]) -> dict[int, str]:
+    """The target each expression pinned among `nodes` is pinned to (`on_target`), by the expression's id."""
+    return {id(n.args[0]): n.attrs_as(OnTargetAttrs).target for n in nodes
+            if isinstance(n, Call) and n.op is on_target_op}
+
+
 def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | None = None,
                     notes: list[Declined] | None = None, host: Target | None = None) -> Function:
     """`func` with each match of `table` wrapped; refused matches are appended to `notes`. With `host` (the
@@ -85,8 +91,7 @@ def merge_composite(func: Function, table: list[PatternEntry], mod: IRModule | N
     for n in nodes:
         for c in children(n):
             uses[id(c)] = uses.get(id(c), 0) + 1
-    pins = {id(n.args[0]): n.attrs_as(OnTargetAttrs).target for n in nodes
-            if isinstance(n, Call) and n.op is on_target_op}
+    pins = _pinned_targets(nodes)
     claimed: set[int] = set()
     replacements: dict[int, tuple[Function, list[Expr]]] = {}
     for entry in table:
@@ -175,8 +180,7 @@ class InlineComposites(FunctionPass):
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
         if func.attrs.compiler or func.attrs.primitive:
             return func
-        pins = {id(n.args[0]): n.attrs_as(OnTargetAttrs).target for n in post_order(func.body, into_functions=False)
-                if isinstance(n, Call) and n.op is on_target_op}
+        pins = _pinned_targets(post_order(func.body, into_functions=False))
 
         def visit(old: Expr, new: Expr) -> Expr | None:
             if not (isinstance(new, Call) and isinstance(new.op, Function) and new.op.attrs.composite):
