@@ -348,6 +348,12 @@ def microkernel_source(g: GemmKernel) -> str:
     return "\n".join(lines)
 
 
+# Software prefetches where the hardware's do not keep up (2-core Zen 3, one thread, exported-.so A/B, medians of
+# 12-30 alternating rounds): packing B asks for each row's next panel as it copies this one (B's rows are as many
+# streams as K; ResNet-50's 256 -> 64 pointwise convolution at 56x56 took 0.75-0.81x the time, the other classes
+# of its convolutions even); and each tile over B panels packed at compile time (a weight too large for the caches,
+# read once per block of rows) asks for its share of the next panel (ViT-B/16's block 0.93-0.97x at one thread
+# and 0.90x at two, BERT's 0.94-0.97x; the CNNs even). Not yet measured on AVX-512 (its panels are 32 floats wide).
 def packing_source(g: GemmKernel) -> str:
     """`<symbol>_pack_a(mv, kc, a, a_rs, a_cs, pa)`: one MR-row micro-panel of A, `pa[p * MR + r]`;
     `<symbol>_pack_b(nv, kc, b, b_rs, b_cs, b_rows, pb)`: one NR-column micro-panel of B, `pb[p * NR + j]`, row p
@@ -374,8 +380,13 @@ static inline void {s}_pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_
   enum {{ NR = {g.nr} }};
   for (int64_t p = 0; p < kc; ++p, pb += NR) {{
     const float* src = b_rows ? b + b_rows[p] : b + p * b_rs;
-    /* (a fixed-size copy: gcc's own loop here moved 8 + 4 + 2 + 1 + 1 floats) */
-    if (nv == NR && b_cs == 1) memcpy(pb, src, sizeof(float) * NR);
+    /* (a fixed-size copy: gcc's own loop here moved 8 + 4 + 2 + 1 + 1 floats); the row's next NR floats, the
+       next panel's, asked for meanwhile: each of B's rows is a stream of its own, more than the hardware's
+       prefetcher follows */
+    if (nv == NR && b_cs == 1) {{
+      __builtin_prefetch(src + NR, 0, 2);
+      memcpy(pb, src, sizeof(float) * NR);
+    }}
     else for (int64_t j = 0; j < NR; ++j) pb[j] = j < nv ? src[j * b_cs] : 0.0f;
   }}
 }}
@@ -389,6 +400,7 @@ static inline void {s}_pack_b_wrapped(int64_t nv, int64_t kc, const float* b, co
        p + 1 goes, or in pb's slack) */
     for (int64_t p = 0; p < kc; ++p, pb += NR) {{
       const float* src = b + b_rows[p];
+      __builtin_prefetch(src + jb + split + gap + NR, 0, 2);
       memcpy(pb, src + jb, sizeof(float) * NR);
       memcpy(pb + split, src + jb + split + gap, sizeof(float) * NR);
     }}
@@ -531,6 +543,13 @@ def driver_source(g: GemmKernel) -> str:
             const int64_t j0 = jc + (rows_outer ? w : u) * NR, ir = (rows_outer ? u : w) * MR;
             const int64_t nv = n - j0 < NR ? n - j0 : NR, mv = mc - ir < MR ? mc - ir : MR;
             float* tile = c + (i0 + ir) * ldc + j0;
+            if (bp && u + 1 < panels) {{
+              /* B packed at compile time comes from memory: each tile asks for its share of the next panel */
+              const char* next = (const char*)(bp + (j0 + NR) * k + p0 * NR);
+              const int64_t bytes = kc * NR * 4, share = (bytes / tiles + 63) / 64 * 64;
+              for (int64_t at = w * share; at < bytes && at < (w + 1) * share; at += 64)
+                __builtin_prefetch(next + at, 0, 2);
+            }}
             {s}_tile(kc, apanels + ir * astep, rows_outer ? pa + (j0 - jc) * k : panel, bs, rows, tile, ldc, mv, nv,
                      p0 > 0, p0 + kc == k ? ep : 0, i0 + ir, j0);
           }}
