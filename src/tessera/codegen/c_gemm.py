@@ -379,7 +379,8 @@ def _row_major_pack_a(g: GemmKernel) -> str:
              *(["    const __m256 zero = _mm256_setzero_ps();"] if g.mr < 8 else []),
              "    int64_t p = 0;",
              "    for (; p + 8 <= kc; p += 8) {",
-             "      const __m256 " + ", ".join(f"r{r} = _mm256_loadu_ps(a + {r} * a_rs + p)" for r in range(g.mr)) + ";",
+             "      const __m256 "
+             + ", ".join(f"r{r} = _mm256_loadu_ps(a + {r} * a_rs + p)" for r in range(g.mr)) + ";",
              *_transpose8(rows, columns),
              *(f"      _mm256_storeu_ps(pa + (p + {j}) * MR, {column});" for j, column in enumerate(columns)),
              "    }",
@@ -395,8 +396,8 @@ def _row_major_pack_a(g: GemmKernel) -> str:
 # 12-30 alternating rounds): packing B asks for each row's next panel as it copies this one (B's rows are as many
 # streams as K; ResNet-50's 256 -> 64 pointwise convolution at 56x56 took 0.75-0.81x the time, the other classes
 # of its convolutions even); and each tile over B panels packed at compile time (a weight too large for the caches,
-# read once per block of rows) asks for its share of the next panel (ViT-B/16's block 0.93-0.97x at one thread
-# and 0.90x at two, BERT's 0.94-0.97x; the CNNs even). Not yet measured on AVX-512 (its panels are 32 floats wide).
+# read once per block of rows) asks for its share of the next panel (ViT-B/16's block 0.87-0.97x at one thread
+# and 0.90x at two, BERT's 0.94-0.95x and 0.97x; the CNNs even). Not yet measured on AVX-512 (32-float panels).
 def packing_source(g: GemmKernel) -> str:
     """`<symbol>_pack_a(mv, kc, a, a_rs, a_cs, pa)`: one MR-row micro-panel of A, `pa[p * MR + r]`;
     `<symbol>_pack_b(nv, kc, b, b_rs, b_cs, b_rows, pb)`: one NR-column micro-panel of B, `pb[p * NR + j]`, row p
