@@ -398,6 +398,8 @@ def _row_major_pack_a(g: GemmKernel) -> str:
 # of its convolutions even); and each tile over B panels packed at compile time (a weight too large for the caches,
 # read once per block of rows) asks for its share of the next panel (ViT-B/16's block 0.87-0.97x at one thread
 # and 0.90x at two, BERT's 0.94-0.95x and 0.97x; the CNNs even). Not yet measured on AVX-512 (32-float panels).
+# Only weights larger than PREFETCH_B_MIN_BYTES: VWW's (256 KiB at most, in L2 across runs) took 1.034x the time.
+PREFETCH_B_MIN_BYTES = 512 * 1024
 def packing_source(g: GemmKernel) -> str:
     """`<symbol>_pack_a(mv, kc, a, a_rs, a_cs, pa)`: one MR-row micro-panel of A, `pa[p * MR + r]`;
     `<symbol>_pack_b(nv, kc, b, b_rs, b_cs, b_rows, pb)`: one NR-column micro-panel of B, `pb[p * NR + j]`, row p
@@ -529,8 +531,11 @@ def driver_source(g: GemmKernel) -> str:
     const float* bp, float* c, int64_t ldc, const ts_sgemm_epilogue* ep, int64_t i_first, int64_t i_end,
     int64_t j_first, int64_t j_end) {{
   enum {{ MR = {g.mr}, NR = {g.nr}, KC = {g.kc}, MC = {g.mc}, DIRECT_ROWS = {direct_rows(g)},
-         ROWS_OUTER_MAX_K = {rows_outer_max_k(g)}, ROWS_OUTER_B_BYTES = {ROWS_OUTER_B_BYTES} }};
+         ROWS_OUTER_MAX_K = {rows_outer_max_k(g)}, ROWS_OUTER_B_BYTES = {ROWS_OUTER_B_BYTES},
+         PREFETCH_B_MIN_BYTES = {PREFETCH_B_MIN_BYTES} }};
   const int64_t CB = ts_sgemm_c_block_bytes();
+  /* B packed at compile time and larger than an L2: its panels come from memory (PREFETCH_B_MIN_BYTES) */
+  const int stream_b = bp && n * k * 4 > PREFETCH_B_MIN_BYTES;
   /* A's block: MC / MR micro-panels, and eight floats of slack (`_pack_a`'s last eight-float store) */
   float pa[MC * KC + 8] __attribute__((aligned(64)));
   /* one micro-panel of B, L1-resident across the rows, and NR floats of slack (`_pack_b_wrapped`) */
@@ -588,7 +593,7 @@ def driver_source(g: GemmKernel) -> str:
             const int64_t j0 = jc + (rows_outer ? w : u) * NR, ir = (rows_outer ? u : w) * MR;
             const int64_t nv = n - j0 < NR ? n - j0 : NR, mv = mc - ir < MR ? mc - ir : MR;
             float* tile = c + (i0 + ir) * ldc + j0;
-            if (bp && u + 1 < panels) {{
+            if (stream_b && u + 1 < panels) {{
               /* B packed at compile time comes from memory: each tile asks for its share of the next panel */
               const char* next = (const char*)(bp + (j0 + NR) * k + p0 * NR);
               const int64_t bytes = kc * NR * 4, share = (bytes / tiles + 63) / 64 * 64;
