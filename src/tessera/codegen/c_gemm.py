@@ -400,6 +400,8 @@ def _row_major_pack_a(g: GemmKernel) -> str:
 # and 0.90x at two, BERT's 0.94-0.95x and 0.97x; the CNNs even). Not yet measured on AVX-512 (32-float panels).
 # Only weights larger than PREFETCH_B_MIN_BYTES: VWW's (256 KiB at most, in L2 across runs) took 1.034x the time.
 PREFETCH_B_MIN_BYTES = 512 * 1024
+
+
 def packing_source(g: GemmKernel) -> str:
     """`<symbol>_pack_a(mv, kc, a, a_rs, a_cs, pa)`: one MR-row micro-panel of A, `pa[p * MR + r]`;
     `<symbol>_pack_b(nv, kc, b, b_rs, b_cs, b_rows, pb)`: one NR-column micro-panel of B, `pb[p * NR + j]`, row p
