@@ -14,7 +14,8 @@ import pytest
 import tessera
 from tessera.codegen.c_library import LIBRARY_MACRO
 from tessera import relay
-from tessera.codegen.c_gemm import C_BLOCK_SOURCE, DIRECT_ROWS, EPILOGUE_SOURCE, HEADERS, entry_source, gemm_source
+from tessera.codegen.c_gemm import (C_BLOCK_SOURCE, DIRECT_ROWS, EPILOGUE_SOURCE, HEADERS, TRANSPOSE8_SOURCE,
+                                   entry_source, gemm_source)
 from tessera.op import elemwise, elemwise_activation, transform
 from tessera.op.nn import matmul
 from tessera.op.nn.gemm import (KC_MAX, KERNELS_BY_LANES, L1_PANEL_BYTES, L2_BLOCK_BYTES, GemmKernel, choose_kernel,
@@ -54,8 +55,8 @@ void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, 
 
 def kernel_source(g: GemmKernel, entries) -> str:
     """A unit defining `g`'s microkernel, packing, driver and the named entries."""
-    return "\n".join(("#include <stdint.h>", HEADERS, C_BLOCK_SOURCE, EPILOGUE_SOURCE, gemm_source(g),
-                      *(entry_source(g, e) for e in entries)))
+    return "\n".join(("#include <stdint.h>", HEADERS, C_BLOCK_SOURCE, EPILOGUE_SOURCE, TRANSPOSE8_SOURCE,
+                      gemm_source(g), *(entry_source(g, e) for e in entries)))
 
 
 def compile_kernel(g: GemmKernel, branch: str, tmp_path, openmp: bool = False) -> ctypes.CDLL:

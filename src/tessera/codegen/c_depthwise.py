@@ -29,34 +29,6 @@ from ..op.nn.conv_depthwise import DEPTHWISE_BLOCK, DEPTHWISE_SYMBOL
 from ..te.gemm_epilogue import MAX_CONSTANTS, MAX_OPERANDS, MAX_STEPS, STEP_BITS, Step
 from .c_gemm import EPILOGUE_PARAMS
 
-# the 8x8 transpose: pairs of rows interleaved, then pairs of pairs, then the 128-bit halves swapped
-TRANSPOSE_SOURCE = """typedef float ts_v8sf __attribute__((vector_size(32)));
-typedef float ts_v8sf_u __attribute__((vector_size(32), aligned(4)));
-typedef int32_t ts_v8si __attribute__((vector_size(32)));
-static inline void ts_transpose8_float32(ts_v8sf r[8]) {
-  const ts_v8si pairs_lo = {0, 8, 1, 9, 4, 12, 5, 13}, pairs_hi = {2, 10, 3, 11, 6, 14, 7, 15};
-  const ts_v8si quads_lo = {0, 1, 8, 9, 4, 5, 12, 13}, quads_hi = {2, 3, 10, 11, 6, 7, 14, 15};
-  const ts_v8si halves_lo = {0, 1, 2, 3, 8, 9, 10, 11}, halves_hi = {4, 5, 6, 7, 12, 13, 14, 15};
-  ts_v8sf t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shuffle(r[i], r[i + 1], pairs_lo);
-    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], pairs_hi);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {  /* u[i + k]: columns k and k + 4 of rows i..i+3 */
-    u[i] = __builtin_shuffle(t[i], t[i + 2], quads_lo);
-    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], quads_hi);
-    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], quads_lo);
-    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], quads_hi);
-  }
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    r[k] = __builtin_shuffle(u[k], u[k + 4], halves_lo);
-    r[k + 4] = __builtin_shuffle(u[k], u[k + 4], halves_hi);
-  }
-}"""
-
 
 def _update(step: Step, v: str) -> str:
     """C for the value `step` (its value the vector operand_v) on the vector `v`; clamps keep v where the

@@ -101,6 +101,36 @@ static inline int64_t ts_sgemm_c_block_bytes(void) {
 }""" % (L2_SHARE[1], L2_SHARE[0], C_BLOCK_BYTES)
 
 
+TRANSPOSE8_KEY = "ts_transpose8_float32"  # the helper name TRANSPOSE8_SOURCE is declared under in a unit
+# the 8x8 transpose of GCC vectors (packing A here, the depthwise kernel's blocks): pairs of rows interleaved,
+# then pairs of pairs, then the 128-bit halves swapped
+TRANSPOSE8_SOURCE = """typedef float ts_v8sf __attribute__((vector_size(32)));
+typedef float ts_v8sf_u __attribute__((vector_size(32), aligned(4)));
+typedef int32_t ts_v8si __attribute__((vector_size(32)));
+static inline void ts_transpose8_float32(ts_v8sf r[8]) {
+  const ts_v8si pairs_lo = {0, 8, 1, 9, 4, 12, 5, 13}, pairs_hi = {2, 10, 3, 11, 6, 14, 7, 15};
+  const ts_v8si quads_lo = {0, 1, 8, 9, 4, 5, 12, 13}, quads_hi = {2, 3, 10, 11, 6, 7, 14, 15};
+  const ts_v8si halves_lo = {0, 1, 2, 3, 8, 9, 10, 11}, halves_hi = {4, 5, 6, 7, 12, 13, 14, 15};
+  ts_v8sf t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shuffle(r[i], r[i + 1], pairs_lo);
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], pairs_hi);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {  /* u[i + k]: columns k and k + 4 of rows i..i+3 */
+    u[i] = __builtin_shuffle(t[i], t[i + 2], quads_lo);
+    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], quads_hi);
+    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], quads_lo);
+    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], quads_hi);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    r[k] = __builtin_shuffle(u[k], u[k + 4], halves_lo);
+    r[k + 4] = __builtin_shuffle(u[k], u[k + 4], halves_hi);
+  }
+}"""
+
 EPILOGUE_PARAMS = "int32_t program, const float* e0, const float* e1, float f0, float f1"
 EPILOGUE_KEY = "ts_sgemm_epilogue"  # the helper name EPILOGUE_SOURCE is declared under in a unit
 
@@ -348,21 +378,6 @@ def microkernel_source(g: GemmKernel) -> str:
     return "\n".join(lines)
 
 
-def _transpose8(rows: list[str], columns: list[str]) -> list[str]:
-    """C statements declaring `columns` (eight __m256) as the transpose of `rows` (eight __m256 expressions)."""
-    t, q = [f"t{i}" for i in range(8)], [f"q{i}" for i in range(8)]
-    lines = [f"      const __m256 {t[2 * i]} = _mm256_unpacklo_ps({rows[2 * i]}, {rows[2 * i + 1]}), "
-             f"{t[2 * i + 1]} = _mm256_unpackhi_ps({rows[2 * i]}, {rows[2 * i + 1]});" for i in range(4)]
-    for half in (0, 4):  # rows 0-3 into q0-q3, rows 4-7 into q4-q7: column j's four in lane j % 4 of each half
-        lo, hi = t[half:half + 2], t[half + 2:half + 4]
-        lines.append(f"      const __m256 {q[half]} = _mm256_shuffle_ps({lo[0]}, {hi[0]}, 0x44), "
-                     f"{q[half + 1]} = _mm256_shuffle_ps({lo[0]}, {hi[0]}, 0xEE), "
-                     f"{q[half + 2]} = _mm256_shuffle_ps({lo[1]}, {hi[1]}, 0x44), "
-                     f"{q[half + 3]} = _mm256_shuffle_ps({lo[1]}, {hi[1]}, 0xEE);")
-    return lines + [f"      const __m256 {columns[j]} = _mm256_permute2f128_ps({q[j % 4]}, {q[4 + j % 4]}, "
-                    f"{'0x20' if j < 4 else '0x31'});" for j in range(8)]
-
-
 def _row_major_pack_a(g: GemmKernel) -> str:
     """The branch of `_pack_a` for A stored row-major (a matrix product's activations): eight k steps of the MR
     rows at a time, transposed in registers, where gcc packed one float at a time: packing A's share of ViT's
@@ -372,17 +387,14 @@ def _row_major_pack_a(g: GemmKernel) -> str:
     MR <= 8 only: elsewhere no lines."""
     if g.mr > 8:
         return ""
-    rows = [f"r{r}" for r in range(g.mr)] + ["zero"] * (8 - g.mr)
-    columns = [f"k{j}" for j in range(8)]
     lines = ["#if defined(__AVX2__)",
              "  if (a_cs == 1 && mv == MR) {  /* A row-major: eight k steps at a time, transposed in registers */",
-             *(["    const __m256 zero = _mm256_setzero_ps();"] if g.mr < 8 else []),
              "    int64_t p = 0;",
              "    for (; p + 8 <= kc; p += 8) {",
-             "      const __m256 "
-             + ", ".join(f"r{r} = _mm256_loadu_ps(a + {r} * a_rs + p)" for r in range(g.mr)) + ";",
-             *_transpose8(rows, columns),
-             *(f"      _mm256_storeu_ps(pa + (p + {j}) * MR, {column});" for j, column in enumerate(columns)),
+             "      ts_v8sf k[8] = {0};  /* rows from MR on stay zero */",
+             *(f"      k[{r}] = *(const ts_v8sf_u*)(a + {r} * a_rs + p);" for r in range(g.mr)),
+             f"      {TRANSPOSE8_KEY}(k);",
+             *(f"      *(ts_v8sf_u*)(pa + (p + {j}) * MR) = k[{j}];" for j in range(8)),
              "    }",
              "    for (; p < kc; ++p)",
              "      for (int64_t r = 0; r < MR; ++r) pa[p * MR + r] = a[r * a_rs + p];",
@@ -699,6 +711,6 @@ def entry_source(g: GemmKernel, entry: str) -> str:
 
 
 def gemm_source(g: GemmKernel) -> str:
-    """The microkernel, packing and driver (no entry), for a translation unit that already includes HEADERS and
-    C_BLOCK_SOURCE."""
+    """The microkernel, packing and driver (no entry), for a translation unit that already includes HEADERS,
+    C_BLOCK_SOURCE and TRANSPOSE8_SOURCE."""
     return "\n".join((microkernel_source(g), packing_source(g), driver_source(g)))

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 
 from ..op.nn.gemm import GemmKernel
 from .c_fast_math import DEPENDS as FAST_MATH_DEPENDS
-from .c_gemm import C_BLOCK_SOURCE, EPILOGUE_KEY, EPILOGUE_SOURCE, HEADERS, HEADERS_KEY, entry_source, gemm_source
+from .c_gemm import (C_BLOCK_SOURCE, EPILOGUE_KEY, EPILOGUE_SOURCE, HEADERS, HEADERS_KEY, TRANSPOSE8_KEY,
+                     TRANSPOSE8_SOURCE, entry_source, gemm_source)
 from .c_helpers import helper_name, helper_source
-from .c_rows import ROW_KERNELS, SPECIALISED, USES_INTRINSICS
+from .c_rows import ROW_KERNEL_HELPERS, ROW_KERNELS, SPECIALISED, USES_INTRINSICS
 
 UNIT_SUFFIX = "_library.c"  # a library unit's file name: the module's prefix, then this
 
@@ -78,7 +79,7 @@ class LibraryFunction:
 def gemm_function(kernel: GemmKernel, entry: str) -> LibraryFunction:
     """The GEMM entry `entry` of `kernel` (one of `kernel.entries`)."""
     common = ((HEADERS_KEY, HEADERS), ("ts_sgemm_c_block_bytes", C_BLOCK_SOURCE), (EPILOGUE_KEY, EPILOGUE_SOURCE),
-              (f"{kernel.symbol}_driver", gemm_source(kernel)))
+              (TRANSPOSE8_KEY, TRANSPOSE8_SOURCE), (f"{kernel.symbol}_driver", gemm_source(kernel)))
     definition = entry_source(kernel, entry)
     return LibraryFunction(
         entry,
@@ -96,7 +97,8 @@ def row_function(symbol: str) -> LibraryFunction:
     for kind in fast_math:
         helpers += [*FAST_MATH_DEPENDS[kind], kind]
     parts = (*(((HEADERS_KEY, HEADERS),) if symbol in USES_INTRINSICS else ()),
-             *((helper_name(k, "float32"), helper_source(k, "float32")) for k in dict.fromkeys(helpers)))
+             *((helper_name(k, "float32"), helper_source(k, "float32")) for k in dict.fromkeys(helpers)),
+             *ROW_KERNEL_HELPERS.get(symbol, ()))
     return LibraryFunction(symbol, (*parts, (symbol, source)), (*parts, (symbol, _external(source, symbol))),
                            _prototype(source, symbol), shared=symbol not in SPECIALISED)
 

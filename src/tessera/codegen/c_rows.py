@@ -16,7 +16,7 @@ from ..op.nn.conv_gemm import TRANSPOSE
 from ..op.nn.softmax_rows import SOFTMAX_ROWS
 from ..op.row_means import ROW_MEANS
 from .c_depthwise import DEPTHWISE_SOURCE
-from .c_depthwise import TRANSPOSE_SOURCE as TRANSPOSE8_SOURCE
+from .c_gemm import TRANSPOSE8_KEY, TRANSPOSE8_SOURCE
 from .c_transpose import TRANSPOSE_SOURCE
 
 PARALLEL_ELEMENTS = 1 << 15  # a softmax this large pays for an OpenMP fork and join
@@ -96,10 +96,15 @@ USES_INTRINSICS = frozenset({SOFTMAX_ROWS, TRANSPOSE})
 # time at one thread (2-core Zen 3, 8 alternating rounds) with it called out of line
 SPECIALISED = frozenset({DEPTHWISE_SYMBOL})
 
+# symbol -> the other helpers it calls, (name, C text) each in definition order: declared under their names, so a
+# unit with the GEMM too (which packs A through the same transpose) defines each once
+ROW_KERNEL_HELPERS: dict[str, tuple[tuple[str, str], ...]] = {
+    DEPTHWISE_SYMBOL: ((TRANSPOSE8_KEY, TRANSPOSE8_SOURCE),),
+}
 # symbol -> (the fast-math helpers it calls, its C text)
 ROW_KERNELS: dict[str, tuple[tuple[str, ...], str]] = {
     SOFTMAX_ROWS: (("exp",), SOFTMAX_ROWS_SOURCE),
-    DEPTHWISE_SYMBOL: ((), f"{TRANSPOSE8_SOURCE}\n{DEPTHWISE_SOURCE}"),
+    DEPTHWISE_SYMBOL: ((), DEPTHWISE_SOURCE),
     TRANSPOSE: ((), TRANSPOSE_SOURCE),
     ROW_MEANS: ((), ROW_MEANS_SOURCE),
 }
