@@ -132,7 +132,8 @@ LEAKY_TAIL = ([helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.1)], [])
 @pytest.mark.parametrize("target", ["c -mcpu=x86-64-v3", "c -mcpu=x86-64-v4"])
 def test_every_epilogue_loop_vectorises(target: str, tmp_path) -> None:
     """Compiled with the target's own flags (AVX2, AVX-512), each loop storing a kernel's output
-    becomes vector code: clamps, LeakyRelu's x * alpha arm, HardSwish, SiLU, GELU."""
+    becomes vector code: clamps, LeakyRelu's x * alpha arm, HardSwish, SiLU, GELU; as does each map a GEMM
+    runs on its blocks of C (te/gemm_epilogue.py: `c[q] = f(v)`)."""
     models = {name: build() for name, build in tail_blocks.BLOCKS.items()}  # full size: the benchmark's schedules
     models["leaky_relu"] = _conv_tail_model(*LEAKY_TAIL)
     toolchain = c_toolchain(Target(target))
@@ -146,7 +147,7 @@ def test_every_epilogue_loop_vectorises(target: str, tmp_path) -> None:
         report = subprocess.run([toolchain.cc, *flags, "-c", str(path), "-o", str(tmp_path / f"{name}.o"),
                                  "-fopt-info-vec-optimized"], capture_output=True, text=True, check=True).stderr
         vectorised = {int(n) for n in re.findall(rf"{name}\.c:(\d+):\d+: optimized: loop vectorized", report)}
-        stores = [k + 1 for k, line in enumerate(source.splitlines()) if re.match(r"\s*out\[", line)]
+        stores = [k + 1 for k, line in enumerate(source.splitlines()) if re.match(r"\s*(out\[|c\[q\] = )", line)]
         # the store's own loop, or (short rows) one of the two around it; a block whose tails all run inside
         # their kernels' calls (MobileNetV2's bias and ReLU6) has no such loop
         assert all(vectorised & {k - 1, k - 2, k - 3} for k in stores), (name, stores, sorted(vectorised))

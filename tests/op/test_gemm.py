@@ -42,10 +42,15 @@ void gemm_prepacked(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_r
                     const float* bp, float* c, int64_t ldc) { SYM_prepacked(m, n, k, a, a_rs, a_cs, bp, c, ldc); }
 void gemm_prepacked_a(int64_t m, int64_t n, int64_t k, const float* ap, const float* b, int64_t b_rs, int64_t b_cs,
                       float* c, int64_t ldc) { SYM_prepacked_a(m, n, k, ap, b, b_rs, b_cs, c, ldc); }
+/* the MAP step's function in these tests: v * v on every element of a block */
+static void square_map(float* c, int64_t ldc, int64_t rows, int64_t columns) {
+  for (int64_t r = 0; r < rows; ++r, c += ldc)
+    for (int64_t q = 0; q < columns; ++q) c[q] = c[q] * c[q];
+}
 void gemm_fused(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
                 int64_t b_rs, int64_t b_cs, float* c, int64_t ldc, int32_t program, const float* e0, const float* e1,
                 float f0, float f1) {
-  SYM_fused(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, program, e0, e1, f0, f1); }
+  SYM_fused(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc, program, e0, e1, f0, f1, square_map); }
 void pack_a(int64_t mv, int64_t kc, const float* a, int64_t a_rs, int64_t a_cs, float* pa) {
   SYM_pack_a(mv, kc, a, a_rs, a_cs, pa); }
 void pack_b(int64_t nv, int64_t kc, const float* b, int64_t b_rs, int64_t b_cs, float* pb) {
@@ -129,12 +134,17 @@ EPILOGUES = [
     ((Step.MUL_CONSTANT, Step.CLAMP_GT), (), (0.125, 0.25)),
     # products times 0 are signed zeros: each clamp tells a tie (its bound, +0) from a miss (-0 kept)
     *(((Step.MUL_CONSTANT, clamp), (), (0.0, 0.0)) for clamp in (Step.CLAMP_LT, Step.CLAMP_LE, Step.CLAMP_GT, Step.CLAMP_GE)),
+    # a map (the wrapper's square_map) between steps: whole tiles leave their registers for it, so steps
+    # before and after it run on C in memory
+    ((Step.ADD_ROW, Step.MAP, Step.ADD_ELEMENT, Step.CLAMP_LT), ("row", "element"), (0.0,)),
+    ((Step.MAP,), (), ()),
 ]
 _NUMPY_STEPS = {
     Step.ADD_ROW: lambda v, x: v + x[:, None], Step.ADD_COLUMN: lambda v, x: v + x[None, :],
     Step.ADD_ELEMENT: lambda v, x: v + x, Step.ADD_CONSTANT: lambda v, x: v + x, Step.MUL_CONSTANT: lambda v, x: v * x,
     Step.CLAMP_LT: lambda v, x: np.where(v < x, x, v), Step.CLAMP_LE: lambda v, x: np.where(v <= x, x, v),
     Step.CLAMP_GT: lambda v, x: np.where(v > x, x, v), Step.CLAMP_GE: lambda v, x: np.where(v >= x, x, v),
+    Step.MAP: lambda v, x: v * v,
 }
 
 
@@ -162,7 +172,8 @@ def test_fused_entry_runs_the_epilogue_program_on_every_tile(kernel, branch, tmp
             want_operands, constant_values = iter(args), iter(np.float32(c) for c in constants)
             for step in steps:
                 x = next(want_operands)[:, :n] if step is Step.ADD_ELEMENT else (
-                    next(want_operands) if step in (Step.ADD_ROW, Step.ADD_COLUMN) else next(constant_values))
+                    next(want_operands) if step in (Step.ADD_ROW, Step.ADD_COLUMN) else
+                    None if step is Step.MAP else next(constant_values))
                 want = _NUMPY_STEPS[step](want, x).astype(np.float32)
             program = sum(int(step) << (STEP_BITS * i) for i, step in enumerate(steps))
             pointers = [addr(x) for x in args] + [0] * (2 - len(args))

@@ -135,6 +135,7 @@ static void {DEPTHWISE_SYMBOL}(int32_t channels, int32_t height, int32_t width,
   const ts_v8sf zero = {{0}};
   const float* const operand[{MAX_OPERANDS}] = {{e0, e1}};
   const float constant[{MAX_CONSTANTS}] = {{f0, f1}};
+  (void)map;  /* programs here have no MAP step (tessera.te.gemm_epilogue.LINEAR_STEPS) */
   int32_t lane_kinds[{MAX_STEPS}];
   ts_v8sf lane_values[{MAX_STEPS}];
   const int32_t lane_steps = {DEPTHWISE_SYMBOL}_lane_steps(program, operand, constant, channels, lane_kinds,

@@ -115,7 +115,9 @@ def library_source(functions: Iterable[LibraryFunction]) -> str:
 
 
 def _signature(source: str, symbol: str) -> re.Match[str]:
-    found = re.search(rf"^static void {re.escape(symbol)}\((?P<params>[^)]*)\) \{{", source, re.MULTILINE)
+    # (a parameter may be a function pointer: one level of parentheses inside the list)
+    found = re.search(rf"^static void {re.escape(symbol)}\((?P<params>(?:[^()]|\([^()]*\))*)\) \{{", source,
+                      re.MULTILINE)
     if found is None:
         raise ValueError(f"library function {symbol}: no `static void {symbol}(...) {{` in its C text")
     return found

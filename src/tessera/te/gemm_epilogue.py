@@ -18,13 +18,20 @@ tile is in L1. The steps add an operand per row of C (a convolution's bias
 per output channel), per column (a dense layer's bias), or per element (a
 residual of C's layout); add or multiply a constant; and clamp to a constant
 the way the tail's selects do (`v < c ? c : v`, NaN kept, as
-`tir/clamp_select.py` writes ReLU, Clip and ReLU6). The order of the
-operations is the tail's, so results are bit-identical. A tail with
-anything else (SiLU, GELU, a multiply followed by an add, which gcc would
-contract into an FMA in the separate pass) stays a separate pass.
+`tir/clamp_select.py` writes ReLU, Clip and ReLU6). One step may be any
+function of the running value alone (SiLU, GELU, hard-swish: `Step.MAP`):
+it reaches the GEMM as the address of a loop over a tile that the kernel's
+own unit defines from the tail's expression (`tir.expr.ElementMap`), so
+it is the C the separate pass would run, with the polynomial exp, tanh and
+erf of `codegen/c_fast_math.py`, vectorised by gcc. The order of the
+operations is the tail's, so results are bit-identical; where gcc would
+contract a multiply and an add across two steps into one FMA in the
+separate pass (`x * c + y`, or a map ending in a product before an add),
+the tail stays a separate pass, as does a tail with anything else.
 
 The channel-blocked depthwise kernel (`codegen/c_depthwise.py`) takes the
-same programs: its C is a block of channels by a plane's positions.
+same programs but maps (`LINEAR_STEPS`): its C is a block of channels by a
+plane's positions.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from dataclasses import dataclass
 from ..tir import expr as E
 from ..tir import stmt as S
 from ..tir.buffer import Buffer
-from ..tir.functor import substitute
+from ..tir.functor import map_expr, substitute, walk_expr
 from .extern import pointer
 from .tensor import IterVar, is_own_index
 
@@ -54,8 +61,11 @@ class Step(enum.IntEnum):
     CLAMP_LE = 7
     CLAMP_GT = 8
     CLAMP_GE = 9
+    MAP = 10  # v = f(v), f a function of v alone (GemmEpilogue.map), run over the tile by a function of the unit
 
 
+# the steps every kernel that takes programs runs (the GEMM runs maps too, the depthwise kernel not)
+LINEAR_STEPS = frozenset(Step) - {Step.MAP}
 STEP_BITS = 4  # each step is a nibble of the program word, the first step lowest
 MAX_STEPS = 7  # nibbles of an int32 with the sign bit clear
 MAX_OPERANDS = 2  # operand pointers a fused GEMM entry takes
@@ -76,6 +86,7 @@ class GemmEpilogue:
     operands: tuple[E.BufferLoad, ...]
     constants: tuple[float, ...]
     axes: tuple[E.Var, ...]
+    map: E.ElementMap | None = None  # the MAP step's function (a program has at most one)
 
     @property
     def program(self) -> int:
@@ -84,21 +95,24 @@ class GemmEpilogue:
 
     def arguments(self, out_index: Sequence[E.ExprLike]) -> list[E.PrimExpr]:
         """The fused entry's trailing arguments for a call whose C starts at output element `out_index`:
-        the program, MAX_OPERANDS operand pointers (0 where unused), MAX_CONSTANTS constants."""
+        the program, MAX_OPERANDS operand pointers (0 where unused), MAX_CONSTANTS constants, the map (0 for
+        none)."""
         at = {var: E.as_expr(i) for var, i in zip(self.axes, out_index)}
         pointers = [pointer(load.buffer, *(substitute(i, at) for i in load.indices)) for load in self.operands]
-        return _program_arguments(self.program, pointers, self.constants)
+        return _program_arguments(self.program, pointers, self.constants, self.map)
 
 
 def no_epilogue_arguments() -> list[E.PrimExpr]:
     """The trailing arguments of a kernel that always takes an epilogue program, for none (program 0)."""
-    return _program_arguments(0, [], ())
+    return _program_arguments(0, [], (), None)
 
 
-def _program_arguments(program: int, pointers: list[E.PrimExpr], constants: Sequence[float]) -> list[E.PrimExpr]:
-    """program, MAX_OPERANDS pointers and MAX_CONSTANTS constants, the unused ones 0."""
+def _program_arguments(program: int, pointers: list[E.PrimExpr], constants: Sequence[float],
+                       element_map: E.ElementMap | None) -> list[E.PrimExpr]:
+    """program, MAX_OPERANDS pointers, MAX_CONSTANTS constants and the map, the unused ones 0."""
     return [E.IntImm(program), *pointers, *[E.IntImm(0)] * (MAX_OPERANDS - len(pointers)),
-            *[E.FloatImm(v, "float32") for v in constants], *[E.FloatImm(0.0, "float32")] * (MAX_CONSTANTS - len(constants))]
+            *[E.FloatImm(v, "float32") for v in constants], *[E.FloatImm(0.0, "float32")] * (MAX_CONSTANTS - len(constants)),
+            E.IntImm(0) if element_map is None else element_map]
 
 
 FusedBody = Callable[[tuple[Buffer, ...], Buffer, GemmEpilogue], S.Stmt]
@@ -111,11 +125,13 @@ class GemmOutput:
     Row r of C is the output's `row_axes` flattened (row-major), column j its `column_axes` flattened,
     C's leading dimension the column axes' extent, so C is dense in the output; the other axes are fixed
     per call. `fused_body(ins, out, epilogue)` is the extern's body calling the fused entries, each with
-    `epilogue.arguments(index)` for the output index its C starts at."""
+    `epilogue.arguments(index)` for the output index its C starts at. `steps` are those its kernel runs: a
+    tail needing another stays a separate pass."""
 
     row_axes: tuple[int, ...]
     column_axes: tuple[int, ...]
     fused_body: FusedBody
+    steps: frozenset[Step] = frozenset(Step)
 
 
 def match_epilogue(value: E.PrimExpr, out: Buffer, axes: Sequence[IterVar], layout: GemmOutput) -> GemmEpilogue | None:
@@ -126,41 +142,85 @@ def match_epilogue(value: E.PrimExpr, out: Buffer, axes: Sequence[IterVar], layo
         return None
     operands = tuple(load for step, load in steps if isinstance(load, E.BufferLoad))
     constants = tuple(float(c.value) for _, c in steps if isinstance(c, E.FloatImm))
+    maps = [m for _, m in steps if isinstance(m, E.ElementMap)]
     kinds = tuple(step for step, _ in steps)
-    if len(operands) > MAX_OPERANDS or len(constants) > MAX_CONSTANTS:
+    if not layout.steps.issuperset(kinds) or len(operands) > MAX_OPERANDS or len(constants) > MAX_CONSTANTS:
         return None
+    if not _contracts_alike(kinds, maps[0] if maps else None):
+        return None
+    return GemmEpilogue(kinds, operands, constants, tuple(a.var for a in axes), maps[0] if maps else None)
+
+
+_ADDS = (*_OPERAND_STEPS, Step.ADD_CONSTANT)
+
+
+def _contracts_alike(kinds: tuple[Step, ...], element_map: E.ElementMap | None) -> bool:
+    """Whether no multiply and add of two different steps would be one FMA in the separate pass: gcc
+    contracts `x * c + y` there, while here every step rounds its result."""
     after_mul = kinds[kinds.index(Step.MUL_CONSTANT):] if Step.MUL_CONSTANT in kinds else ()
-    if any(k in (*_OPERAND_STEPS, Step.ADD_CONSTANT) for k in after_mul):
-        return None  # x * c + y is one FMA in the separate pass (gcc contracts it): not bit-identical here
-    return GemmEpilogue(kinds, operands, constants, tuple(a.var for a in axes))
+    if any(k in (*_ADDS, Step.MAP) for k in after_mul):
+        return False  # a map may add to the product too
+    if element_map is None:
+        return True
+    after_map = kinds[kinds.index(Step.MAP) + 1:]
+    body = element_map.body
+    ends_in_product = (isinstance(body, E.BinaryOp) and body.op is E.BinOp.MUL) or (
+        isinstance(body, E.UnaryOp) and body.op is E.UnOp.NEG)  # (-(a * b) + c is one FMA too)
+    return not (ends_in_product and any(k in _ADDS for k in after_map))
 
 
-_Found = list[tuple[Step, "E.BufferLoad | E.FloatImm"]]
+_Found = list[tuple[Step, "E.BufferLoad | E.FloatImm | E.ElementMap"]]
 
 
 class _Matcher:
     def __init__(self, out: Buffer, axes: tuple[IterVar, ...], layout: GemmOutput) -> None:
         self.out, self.axes, self.layout = out, axes, layout
 
-    def steps(self, e: E.PrimExpr) -> _Found | None:
-        """The steps that turn C's element into `e`, innermost first."""
+    def steps(self, e: E.PrimExpr, maps: bool = True) -> _Found | None:
+        """The steps that turn C's element into `e`, innermost first (a MAP among them where `maps`)."""
+        found = self._linear_steps(e, maps)
+        if found is None and maps:
+            return self._map(e)
+        return found
+
+    def _linear_steps(self, e: E.PrimExpr, maps: bool) -> _Found | None:
         if isinstance(e, E.BufferLoad) and e.buffer is self.out:
             return [] if is_own_index(e.indices, self.axes) else None
         if isinstance(e, E.Select) and not e.guarded:
-            return self._clamp(e)
+            return self._clamp(e, maps)
         if isinstance(e, E.BinaryOp) and e.op in (E.BinOp.ADD, E.BinOp.MUL) and e.dtype == "float32":
             for running, other in ((e.a, e.b), (e.b, e.a)):  # a + b == b + a, bit for bit
-                inner = self.steps(running)
+                if not _reads(running, self.out):
+                    continue
+                inner = self.steps(running, maps)
                 if inner is None:
                     continue
                 step: tuple[Step, E.BufferLoad | E.FloatImm] | None = (
                     self._operand_step(other) if e.op is E.BinOp.ADD else None)
                 if step is None and isinstance(other, E.FloatImm) and math.isfinite(other.value):
                     step = (Step.ADD_CONSTANT if e.op is E.BinOp.ADD else Step.MUL_CONSTANT, other)
-                return None if step is None else [*inner, step]
+                if step is not None:
+                    return [*inner, step]
         return None
 
-    def _clamp(self, e: E.Select) -> _Found | None:
+    def _map(self, e: E.PrimExpr) -> _Found | None:
+        """`e` as f(r): r the largest part of it that is steps on C (C's own element, say, or C plus a bias),
+        f reading nothing else but constants (a float32 function of r alone)."""
+        if e.dtype != "float32":
+            return None
+        for running in _distinct_parts(e):
+            if running is e or running.dtype != "float32" or not _reads(running, self.out):
+                continue
+            inner = self.steps(running, maps=False)
+            if inner is None:
+                continue
+            v = E.Var("v", "float32")
+            body = map_expr(e, lambda n: v if n == running else None)
+            if all(isinstance(n, (E.FloatImm, E.IntImm)) or n is v or _is_computation(n) for n in walk_expr(body)):
+                return [*inner, (Step.MAP, E.ElementMap(v, body))]
+        return None
+
+    def _clamp(self, e: E.Select, maps: bool) -> _Found | None:
         cond = e.cond
         if not (isinstance(cond, E.BinaryOp) and cond.op in _CLAMPS and isinstance(e.true_value, E.FloatImm)):
             return None
@@ -173,7 +233,7 @@ class _Matcher:
             op = _MIRRORED[cond.op]  # c > v is v < c
         else:
             return None
-        inner = self.steps(running)
+        inner = self.steps(running, maps)
         return None if inner is None else [*inner, (_CLAMPS[op], bound)]
 
     def _operand_step(self, e: E.PrimExpr) -> tuple[Step, E.BufferLoad] | None:
@@ -207,6 +267,26 @@ class _Matcher:
                 return False
             stride *= extent
         return bool(used)
+
+
+def _reads(e: E.PrimExpr, buffer: Buffer) -> bool:
+    return any(isinstance(n, E.BufferLoad) and n.buffer is buffer for n in walk_expr(e))
+
+
+def _distinct_parts(e: E.PrimExpr) -> list[E.PrimExpr]:
+    """The sub-expressions of `e` (itself first), each once, largest first (pre-order)."""
+    parts: list[E.PrimExpr] = []
+    for n in walk_expr(e):
+        if not any(n == p for p in parts):
+            parts.append(n)
+    return parts
+
+
+def _is_computation(e: E.PrimExpr) -> bool:
+    """An operation a map may compute on its value: no load, no variable, no call of C (intrinsics only)."""
+    if isinstance(e, E.Call):
+        return not e.is_extern
+    return isinstance(e, (E.BinaryOp, E.UnaryOp, E.Select, E.Cast))
 
 
 def _strides(shape: tuple[int, ...]) -> list[int]:

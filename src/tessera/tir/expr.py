@@ -243,6 +243,18 @@ class Call(PrimExpr):
         return isinstance(self.func, str)
 
 
+@dataclass(frozen=True, slots=True)
+class ElementMap(PrimExpr):
+    """The address of a function that replaces each element of a block of `var.dtype` values with `body`,
+    in which `var` is that element (and which reads nothing else but constants): an extern kernel's
+    elementwise tail, handed to the kernel to run on each block of its output it finishes
+    (te/gemm_epilogue.py). `var` is bound in `body` alone."""
+
+    var: Var
+    body: PrimExpr
+    dtype: str = "handle"
+
+
 # ---------------------------------------------------------------- builders
 
 def const(value: ExprLike, dtype: str) -> PrimExpr:
@@ -481,4 +493,6 @@ def children(e: PrimExpr) -> tuple[PrimExpr, ...]:
         return e.args
     if isinstance(e, BufferPtr):
         return (e.offset,)
+    if isinstance(e, ElementMap):
+        return (e.body,)
     return ()

@@ -36,6 +36,8 @@ def rebuild(e: E.PrimExpr, kids: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
         return E.Call(e.func, kids, e.dtype)
     if isinstance(e, E.BufferPtr):
         return E.BufferPtr(e.buffer, kids[0])
+    if isinstance(e, E.ElementMap):
+        return E.ElementMap(e.var, kids[0], e.dtype)
     raise TypeError(f"cannot rebuild {type(e).__name__}")
 
 

@@ -32,6 +32,8 @@ def expr_str(e: E.PrimExpr) -> str:
     if isinstance(e, E.ProducerLoad):
         name = getattr(e.producer, "name", "?")
         return f"{name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if isinstance(e, E.ElementMap):
+        return f"map({e.var.name} => {expr_str(e.body)})"
     if isinstance(e, E.Call):
         name = e.func if isinstance(e.func, str) else e.func.value
         prefix = "call_extern " if e.is_extern else ""

@@ -228,6 +228,10 @@ class _Comparison:
         if isinstance(x, E.BufferPtr):
             assert isinstance(y, E.BufferPtr)
             self.buffer(x.buffer, y.buffer, path + ("buffer",))
+        if isinstance(x, E.ElementMap):  # its variable defined in its body alone
+            assert isinstance(y, E.ElementMap)
+            self.scope(((x.var, y.var, path + ("var",)),), x.body, y.body, path + ("body",))
+            return
         if isinstance(x, E.ProducerLoad) and isinstance(y, E.ProducerLoad) and x.producer is not y.producer:
             raise _Differ(path, f"reads of different tensors: {_short(x)} vs {_short(y)}")
         xs, ys = E.children(x), E.children(y)

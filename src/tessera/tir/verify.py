@@ -166,6 +166,22 @@ class _Checker:
                 self.intrinsic(e)
             elif isinstance(e, E.ProducerLoad):
                 self.fail("a tensor-expression read (ProducerLoad) is left after lowering")
+            elif isinstance(e, E.ElementMap):
+                self.element_map(e)
+
+    def element_map(self, e: E.ElementMap) -> None:
+        """Its body reads its variable (bound there alone) and constants: the kernel runs it on its own blocks."""
+        if id(e.var) in self.vars:
+            self.fail(f"variable {e.var.name} is bound again inside its own scope")
+        if e.body.dtype != e.var.dtype:
+            self.fail(f"an element map of {e.var.dtype} values computes {e.body.dtype}")
+        if any(isinstance(n, (E.BufferLoad, E.BufferPtr, E.ProducerLoad)) for n in _distinct_nodes(e.body)):
+            self.fail(f"an element map reads a buffer: {expr_str(e)}")
+        outer, self.vars = self.vars, {id(e.var)}  # nothing but its own variable
+        try:
+            self.expr(e.body)
+        finally:
+            self.vars = outer
 
     def binary(self, e: E.BinaryOp) -> None:
         if dt.is_supported(e.a.dtype) and dt.is_storage_only(e.a.dtype):
@@ -245,4 +261,5 @@ def _distinct_nodes(root: E.PrimExpr) -> Iterator[E.PrimExpr]:
             continue
         seen.add(id(e))
         yield e
-        stack.extend(E.children(e))
+        if not isinstance(e, E.ElementMap):  # (its body is checked with its variable bound: element_map)
+            stack.extend(E.children(e))
