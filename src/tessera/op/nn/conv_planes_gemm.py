@@ -28,7 +28,7 @@ runs the fused tail on each finished tile (`te.gemm_epilogue`). Two layouts of t
       planes[n, c, ph, j, r, x] = data[n, c, r*sh + ph - top, x + j - left]
 
 The PackGemmWeights pass writes it in place of `nn.conv2d(data, constant)` where `planes_gemm_kernel` says
-so: for now on AVX2 only, where it was measured.
+so: on AVX2 only (see WORKLOAD_LANES for AVX-512).
 """
 
 from __future__ import annotations
@@ -55,7 +55,11 @@ from .conv import ConvAttrs, conv_output_size, conv_reference
 from .conv_planes import plane_copy
 from .gemm import DEFAULT_KERNELS_BY_LANES, KERNELS_BY_LANES, GemmKernel, default_kernel, gemm_call, pack_a_panels
 
-WORKLOAD_LANES = (8,)  # float32 lanes of the targets the pass packs for (AVX2; AVX-512 is unmeasured)
+# float32 lanes of the targets the pass packs for: AVX2. On AVX-512 the blocked and planar schedules stay: with
+# the planes GEMM for 16 lanes too (12x32 and 8x32 tiles), ResNet-50 took 1.07x the time, Inception-v2 1.09x,
+# SqueezeNet 1.00x (shifted planes below 32 output columns instead of 16: ResNet-50 1.05x; one thread, 2-core
+# AMD EPYC Zen 4, in-process A/B, 8 alternating rounds)
+WORKLOAD_LANES = (8,)
 MIN_OUT_CHANNELS = 16  # fewer rows of A leave most of a 6-row micro-panel's loads unshared
 # computed positions (rows x pitch) per image below which the blocked tiles (`conv_blocked`) stay: one thread,
 # Zen 3, time against the schedule it replaced: 3x3 convolutions 64->64 at 8x8 0.78, 512->512 at 7x7 0.88,
