@@ -439,7 +439,8 @@ def _row_major_pack_a(g: GemmKernel) -> str:
 # streams as K; ResNet-50's 256 -> 64 pointwise convolution at 56x56 took 0.75-0.81x the time, the other classes
 # of its convolutions even); and each tile over B panels packed at compile time (a weight too large for the caches,
 # read once per block of rows) asks for its share of the next panel (ViT-B/16's block 0.87-0.97x at one thread
-# and 0.90x at two, BERT's 0.94-0.95x and 0.97x; the CNNs even). Not yet measured on AVX-512 (32-float panels).
+# and 0.90x at two, BERT's 0.94-0.95x and 0.97x; the CNNs even). On AVX-512 (32-float panels, 2-core Zen 4) it is
+# even: without it ViT's block took 1.00x the time at one thread and 0.98x at two, BERT's 1.00x and 1.04x.
 # Only weights larger than PREFETCH_B_MIN_BYTES: VWW's (256 KiB at most, in L2 across runs) took 1.034x the time.
 PREFETCH_B_MIN_BYTES = 512 * 1024
 
@@ -522,7 +523,9 @@ static inline void {s}_pack_b_panel(int64_t nv, int64_t kc, int64_t p0, const fl
 # 24x576x196 0.86x; 4x16 at 16x96x3136 (mobilenet_v2_block's projection) 0.88x, but 32x64x3136 1.03x.
 # A convolution's implicit im2col (the planes entry) is read in place too, its rows through their offsets:
 # ic_resnet8 (16-channel 3x3s) 0.97x the time at one thread and 0.98x at two (12 rounds, medians), squeezenet
-# and kws_ds_cnn unchanged. AVX-512's 32-column panels are unmeasured and keep packing.
+# and kws_ds_cnn unchanged. AVX-512's 32-column panels too (12x32 and 8x32, 2-core Zen 4, 10 rounds, medians):
+# mobilenet_v2_block 0.96x the time at one thread and two, efficientnet_block 0.96x, mobilenet_v3_block 0.96x;
+# ic_resnet8, kws_ds_cnn, vww_mobilenet and shufflenet even.
 DIRECT_ROWS = 24
 # K up to which a product with A packed at compile time (a convolution's weight) packs a run of B's panels first and
 # sweeps them with each micro-panel of A: C's rows are then written left to right, MR at a time, where panel by panel
@@ -530,15 +533,16 @@ DIRECT_ROWS = 24
 # (exported-.so A/B, 12 alternating rounds, medians): VGG's first convolution (3 -> 64 at 224x224, k = 27) 0.60x
 # the time at one thread and 0.64x at two; ResNet-50's 64 -> 256 expansion with its residual add 0.89x at one
 # thread, 1.01-1.03x at two; SqueezeNet 0.94x and 0.97x; ResNet-50, MobileNetV2's block, VWW and ic_resnet8
-# 0.94-1.04x. A run of 64 KiB of panels against one filling the A buffer: even. AVX-512's 32-column panels are
-# unmeasured and keep the panel order.
+# 0.94-1.04x. A run of 64 KiB of panels against one filling the A buffer: even. AVX-512's 32-column panels keep
+# the panel order: rows-outer there gave ResNet-50 0.99x, SqueezeNet 1.02x, mobilenet_v2_block 1.00x (one thread,
+# 2-core Zen 4, 10 rounds).
 ROWS_OUTER_MAX_K = 64
 ROWS_OUTER_B_BYTES = 64 * 1024  # the run's B panels (in the A buffer, which is MC x KC floats: more than this)
 
 
 def direct_rows(g: GemmKernel) -> int:
     """The most rows of C whose block reads B in place for microkernel `g` (0: it always packs B)."""
-    return DIRECT_ROWS if g.nr == 16 else 0
+    return DIRECT_ROWS if g.nr in (16, 32) else 0
 
 
 def rows_outer_max_k(g: GemmKernel) -> int:
