@@ -134,8 +134,8 @@ EPILOGUES = [
     ((Step.MUL_CONSTANT, Step.CLAMP_GT), (), (0.125, 0.25)),
     # products times 0 are signed zeros: each clamp tells a tie (its bound, +0) from a miss (-0 kept)
     *(((Step.MUL_CONSTANT, clamp), (), (0.0, 0.0)) for clamp in (Step.CLAMP_LT, Step.CLAMP_LE, Step.CLAMP_GT, Step.CLAMP_GE)),
-    # a map (the wrapper's square_map) between steps: whole tiles leave their registers for it, so steps
-    # before and after it run on C in memory
+    # a map (the wrapper's square_map) between steps: the tiles run the steps before it in registers, the
+    # driver the map and the steps after it on each finished block of C (ts_sgemm_epilogue_split)
     ((Step.ADD_ROW, Step.MAP, Step.ADD_ELEMENT, Step.CLAMP_LT), ("row", "element"), (0.0,)),
     ((Step.MAP,), (), ()),
 ]
