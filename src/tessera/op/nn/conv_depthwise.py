@@ -73,8 +73,11 @@ def fits_depthwise(g: ConvGeometry, dtype: str, sched: ScheduleContext) -> bool:
     """The default: the kernel wherever it runs, except with 16-lane vectors on a large map of stride 1
     and at most 3x3 taps, where the planar schedule's wide tiles keep up and its copy-out runs the
     epilogue while the tiles are in cache (measured when the kernel's tail was always a second pass:
-    MobileNet's 56x56 layers 3-8% slower with ReLU6 and hard-swish, though 10% faster with SiLU; the
-    kernel now runs bias, ReLU and ReLU6 itself, not yet measured against the planar schedule there)."""
+    MobileNet's 56x56 layers 3-8% slower with ReLU6 and hard-swish, though 10% faster with SiLU). Measured
+    again with the kernel running bias, ReLU and ReLU6 itself (2-core Zen 4, the kernel everywhere against
+    this rule, one thread, 10 rounds, medians): mobilenet_v2_block 1.07x the time, mobilenet_v3_block 1.07x,
+    but efficientnet_block 0.96x (its SiLU, a pass either way, reads the planar schedule's pitched scratch
+    more slowly) and vww_mobilenet 0.96-1.01x: the rule stands, as the schedule does not see the tail."""
     if not runs_depthwise(g, dtype, sched):
         return False
     planar_wins = ((float32_lanes(sched.target) or 0) >= WIDE_VECTOR_LANES and g.strides == (1, 1)
