@@ -129,9 +129,16 @@ def test_a_map_is_a_function_of_one_value() -> None:
 
 
 def test_a_kernel_without_maps_leaves_a_silu_tail_to_a_pass() -> None:
-    depthwise = GemmOutput((1,), (2, 3), CONV.fused_body, LINEAR_STEPS)
-    assert match_epilogue(_silu(E.add(_c(), _bias())), OUT, AXES, depthwise) is None
-    assert match_epilogue(_relu(E.add(_c(), _bias())), OUT, AXES, depthwise) is not None
+    linear = GemmOutput((1,), (2, 3), CONV.fused_body, LINEAR_STEPS)
+    assert match_epilogue(_silu(E.add(_c(), _bias())), OUT, AXES, linear) is None
+    assert match_epilogue(_relu(E.add(_c(), _bias())), OUT, AXES, linear) is not None
+
+
+def test_a_kernel_with_maps_last_takes_no_step_after_one() -> None:
+    depthwise = GemmOutput((1,), (2, 3), CONV.fused_body, map_last=True)
+    last = match_epilogue(_silu(E.add(_c(), _bias())), OUT, AXES, depthwise)
+    assert last is not None and last.steps == (Step.ADD_ROW, Step.MAP)
+    assert match_epilogue(E.add(_silu(E.add(_c(), _bias())), _residual()), OUT, AXES, depthwise) is None
 
 
 def _silu_of_another_value() -> E.PrimExpr:
@@ -325,12 +332,13 @@ def _depthwise_model(tail: str, hw: tuple[int, int] = (11, 9)) -> tuple[onnx.Mod
 
 _DEPTHWISE_CALL = re.compile(r"ts_depthwise2d_float32\(.*, (\d+)(?:, [^,]+){5}\);$", re.MULTILINE)
 DEPTHWISE_CASES = [("relu", (11, 9)), ("clip", (11, 9)), ("scale_clip", (11, 9)), ("residual_relu", (11, 9)),
-                   ("residual_relu", (2, 2))]
+                   ("residual_relu", (2, 2)), ("silu", (11, 9)), ("hard_swish", (2, 2))]
 
 
-def test_the_depthwise_kernel_leaves_a_silu_tail_to_a_separate_pass() -> None:
-    """Its lane and channel steps have no SiLU (LINEAR_STEPS): the call runs no program, the pass the SiLU."""
-    model, feed = _depthwise_model("silu")
+def test_the_depthwise_kernel_leaves_a_map_before_a_residual_to_a_separate_pass() -> None:
+    """It runs a map only as the program's last step (on each band it stored): SiLU then a residual add stays
+    a pass, and is right."""
+    model, feed = _depthwise_model("silu_residual")
     mod, params = from_onnx(model)
     lib = tessera.build(mod, params=params, target="c -mcpu=x86-64-v3")
     assert {int(p) for p in _DEPTHWISE_CALL.findall("".join(calling_units(lib.c_sources).values()))} == {0}

@@ -9,6 +9,7 @@ in first-use order. Subclasses (e.g. a library target's TIRToRuntime) override
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Container, Iterable, Sequence
@@ -291,7 +292,6 @@ class _FunctionWriter:
         self._workspace: list[str] = []  # run-time scratch live here, freed by an early return
         self._parallel_depth = 0  # OpenMP loops forbid `return` inside them
         self._scratch_failed: str | None = None  # set when run-time scratch inside a parallel loop failed
-        self._maps = 0  # element maps (E.ElementMap) defined for this function so far
 
     def write(self) -> None:
         f = self.func
@@ -572,16 +572,16 @@ class _FunctionWriter:
     @_EXPRS.register(E.ElementMap)
     def _element_map(self, e: E.ElementMap) -> str:
         """The name of a function of this unit that runs the map on a block of elements (`rows` rows of
-        `columns`, `ldc` apart), as an extern GEMM calls it on each tile of its output: the loop gcc
-        vectorises, the body the C the tail's own pass would compute."""
-        name = f"{self.func.name}_map{self._maps}"
-        self._maps += 1
+        `columns`, `ldc` apart), as an extern kernel calls it on the blocks of its output: the loop gcc
+        vectorises, the body the C the tail's own pass would compute. Named by its text, so kernels with the
+        same tail share one definition."""
         writer = _FunctionWriter(self.gen, self.func)
-        writer.ns = Namespace({*RESERVED_WORDS, name, "c", "ldc", "rows", "columns", "r", "q"})
+        writer.ns = Namespace({*RESERVED_WORDS, "c", "ldc", "rows", "columns", "r", "q"})
         value = writer.ns.name_of(e.var, e.var.name)
         body = writer.expr(e.body)
         ctype = dt.c_type(e.var.dtype)
-        self.gen.add_helper(name, f"""/* {self.func.name}'s elementwise tail, on a block of its output */
+        name = f"ts_map_{hashlib.sha256(f'{ctype} {value} {body}'.encode()).hexdigest()[:12]}"
+        self.gen.add_helper(name, f"""/* an elementwise tail, on a block of an extern kernel's output */
 static void {name}({ctype}* c, int64_t ldc, int64_t rows, int64_t columns) {{
   for (int64_t r = 0; r < rows; ++r, c += ldc)
     for (int64_t q = 0; q < columns; ++q) {{

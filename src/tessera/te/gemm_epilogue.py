@@ -30,8 +30,8 @@ separate pass (`x * c + y`, or a map ending in a product before an add),
 the tail stays a separate pass, as does a tail with anything else.
 
 The channel-blocked depthwise kernel (`codegen/c_depthwise.py`) takes the
-same programs but maps (`LINEAR_STEPS`): its C is a block of channels by a
-plane's positions.
+same programs, a map only as the last step (`GemmOutput.map_last`): its C
+is a block of channels by a plane's positions.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Step(enum.IntEnum):
     MAP = 10  # v = f(v), f a function of v alone (GemmEpilogue.map), run over the tile by a function of the unit
 
 
-# the steps every kernel that takes programs runs (the GEMM runs maps too, the depthwise kernel not)
+# the steps every kernel that takes programs runs but maps
 LINEAR_STEPS = frozenset(Step) - {Step.MAP}
 STEP_BITS = 4  # each step is a nibble of the program word, the first step lowest
 MAX_STEPS = 7  # nibbles of an int32 with the sign bit clear
@@ -126,12 +126,13 @@ class GemmOutput:
     C's leading dimension the column axes' extent, so C is dense in the output; the other axes are fixed
     per call. `fused_body(ins, out, epilogue)` is the extern's body calling the fused entries, each with
     `epilogue.arguments(index)` for the output index its C starts at. `steps` are those its kernel runs: a
-    tail needing another stays a separate pass."""
+    tail needing another stays a separate pass; with `map_last`, a map only as the program's last step."""
 
     row_axes: tuple[int, ...]
     column_axes: tuple[int, ...]
     fused_body: FusedBody
     steps: frozenset[Step] = frozenset(Step)
+    map_last: bool = False
 
 
 def match_epilogue(value: E.PrimExpr, out: Buffer, axes: Sequence[IterVar], layout: GemmOutput) -> GemmEpilogue | None:
@@ -145,6 +146,8 @@ def match_epilogue(value: E.PrimExpr, out: Buffer, axes: Sequence[IterVar], layo
     maps = [m for _, m in steps if isinstance(m, E.ElementMap)]
     kinds = tuple(step for step, _ in steps)
     if not layout.steps.issuperset(kinds) or len(operands) > MAX_OPERANDS or len(constants) > MAX_CONSTANTS:
+        return None
+    if layout.map_last and Step.MAP in kinds[:-1]:
         return None
     if not _contracts_alike(kinds, maps[0] if maps else None):
         return None

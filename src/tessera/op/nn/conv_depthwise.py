@@ -24,7 +24,7 @@ import math
 
 from ... import te
 from ...target.simd import float32_lanes
-from ...te.gemm_epilogue import LINEAR_STEPS, GemmEpilogue, GemmOutput, no_epilogue_arguments
+from ...te.gemm_epilogue import GemmEpilogue, GemmOutput, no_epilogue_arguments
 from ...te.parallel import PARALLEL_MIN_WORK
 from ...tir import expr as E
 from ...tir import stmt as S
@@ -122,4 +122,4 @@ def depthwise_conv(data: te.Tensor, weight: te.Tensor, g: ConvGeometry, begins: 
     # block's channels (rows, C's leading dimension a plane) by the plane's positions (columns)
     parallel = g.multiply_adds >= PARALLEL_MIN_WORK
     return te.extern(g.out_shape, [data, weight], lambda ins, out: body(ins, out, None), name="conv2d_depthwise",
-                     loops=[image, block], parallel=parallel, gemm_output=GemmOutput((1,), (2, 3), body, LINEAR_STEPS))
+                     loops=[image, block], parallel=parallel, gemm_output=GemmOutput((1,), (2, 3), body, map_last=True))
