@@ -7,6 +7,7 @@ import pytest
 from tessera.tir import expr as E
 from tessera.tir import stmt as S
 from tessera.tir.buffer import Buffer, Scope
+from tessera.tir.printer import expr_str
 from tessera.tir.structural import assert_structural_equal, first_difference, structural_equal
 
 
@@ -131,3 +132,12 @@ def test_immediates_compare_by_value_and_dtype():
     assert not structural_equal(E.FloatImm(0.0), E.FloatImm(-0.0))
     assert "dtypes int32 vs int64" in first_difference(E.IntImm(1), E.IntImm(1, "int64"))
     assert not structural_equal(E.IntImm(1), E.FloatImm(1.0))
+
+
+def test_element_maps_compare_by_their_bodies_whatever_their_variables():
+    u, v = E.Var("u", "float32"), E.Var("v", "float32")
+    tanh_u = E.ElementMap(u, E.call(E.Intrinsic.TANH, [u], "float32"))
+    assert structural_equal(tanh_u, E.ElementMap(v, E.call(E.Intrinsic.TANH, [v], "float32")))
+    assert not structural_equal(tanh_u, E.ElementMap(v, E.call(E.Intrinsic.EXP, [v], "float32")))
+    assert not structural_equal(tanh_u, E.ElementMap(v, E.call(E.Intrinsic.TANH, [u], "float32")))  # u is free there
+    assert expr_str(tanh_u) == "map(u => tanh(u))"

@@ -164,3 +164,20 @@ def test_an_else_branch_is_shown_in_the_excerpt():
                                               S.BufferStore(OUT, load(A, j), (i,))))
     text = fails(func(body), "variable j")
     assert text.endswith("for i in range(4):\n  else:  # of if (i < 2):\n    out[i] = a[j]  # <<<")
+
+
+def _call_with_map(element_map: E.PrimExpr) -> S.PrimFunc:
+    """A kernel handing `element_map` to an extern call, as a fused GEMM entry takes a tail's map."""
+    return func(S.Evaluate(E.call("ts_extern", [E.BufferPtr(OUT, E.IntImm(0)), element_map], "void")))
+
+
+def test_an_element_map_binds_its_variable_in_its_body_alone():
+    v = E.Var("v", "float32")
+    silu = E.div(v, E.add(E.const(1.0, "float32"), E.call(E.Intrinsic.EXP, [E.neg(v)], "float32")))
+    verify_primfunc(_call_with_map(E.ElementMap(v, silu)))
+    i = E.Var("i")
+    outside = func(loop(lambda i: S.Evaluate(E.call("ts_extern", [E.ElementMap(v, E.add(v, E.cast(i, "float32")))],
+                                                    "void")), var=i))
+    fails(outside, "variable i is used outside any loop or let that binds it")  # only v inside a map
+    fails(_call_with_map(E.ElementMap(v, E.add(v, load(A, E.IntImm(0))))), "an element map reads a buffer")
+    fails(_call_with_map(E.ElementMap(v, E.cast(v, "int32"))), "an element map of float32 values computes int32")
