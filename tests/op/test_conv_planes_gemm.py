@@ -21,6 +21,7 @@ from tessera.codegen.c_library import gemm_function
 from tessera.errors import TypeInferenceError
 from tessera.frontend import from_onnx
 from tessera.op.nn.conv import ConvAttrs, conv_reference
+from tessera.op.nn.gemm import GemmKernel
 from tessera.op.nn.conv_planes_gemm import (
     PlaneLayout,
     conv2d_planes_prepacked,
@@ -99,6 +100,25 @@ def test_convolutions_as_one_gemm_over_planes_match_onnxruntime(c, oc, kernel, s
     np.testing.assert_allclose(lib(x)[0], want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("c, oc, kernel, strides, pads, hw", [
+    (3, 64, (7, 7), (2, 2), (3, 3, 3, 3), (45, 38)),  # ResNet's stem, on a small image
+    (3, 24, (3, 3), (2, 2), (0, 0, 0, 0), (33, 29)),  # SqueezeNet's, unpadded
+    (1, 20, (10, 4), (2, 2), (4, 1, 5, 2), (49, 10)),  # a keyword spotter's, one channel
+])
+def test_an_avx512_stem_is_one_gemm_over_planes(c, oc, kernel, strides, pads, hw):
+    """On AVX-512 only a network's stem (STEM_MAX_CHANNELS channels in) takes the planes GEMM, with its
+    32-column tiles."""
+    model = conv_model(c, oc, kernel, strides, pads, (1, 1), hw, batch=1)
+    mod, params = from_onnx(model)
+    lib = tessera.build(mod, params=params, target="c -mcpu=x86-64-v4")
+    assert [ops[0] for ops in kernel_ops(lib)] == ["nn.conv2d_planes_prepacked"]
+    source = "".join(text for name, text in lib.c_sources.items() if name != "kernels_library.c")
+    assert re.search(r"ts_sgemm_(8|12)x32_planes(_fused)?\(", source), "the kernel calls a 32-column planes entry"
+    require_level("x86-64-v4")
+    x = np.random.default_rng(2).standard_normal((1, c, *hw)).astype(np.float32)
+    np.testing.assert_allclose(lib(x)[0], ort_session(model).run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
 def test_a_computed_input_is_padded_by_a_select():
     """A Relu fused in front of the convolution: its planes are a computed stage, not the copy loops."""
     model = conv_model(8, 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), (12, 12), batch=1, relu_first=True)
@@ -153,7 +173,10 @@ def test_which_convolutions_the_pass_packs():
     plain = ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1))
     avx2, avx512 = Target(AVX2), Target("c -mcpu=x86-64-v4")
     assert planes_gemm_kernel(avx2, (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), plain) is not None
-    assert planes_gemm_kernel(avx512, (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), plain) is None  # unmeasured there
+    assert planes_gemm_kernel(avx512, (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), plain) is None  # blocked tiles win
+    stem = ConvAttrs((2, 2), (3, 3, 3, 3), (1, 1))
+    assert planes_gemm_kernel(avx512, (1, 3, 224, 224), (1, 64, 112, 112), (7, 7), stem) == GemmKernel(8, 32)
+    assert planes_gemm_kernel(avx512, (1, 5, 224, 224), (1, 64, 112, 112), (7, 7), stem) is None
     assert planes_gemm_kernel(Target("c -mcpu=cortex-m4"), (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), plain) is None
     grouped = ConvAttrs((1, 1), (1, 1, 1, 1), (1, 1), groups=2)
     assert planes_gemm_kernel(avx2, (1, 64, 56, 56), (1, 64, 56, 56), (3, 3), grouped) is None

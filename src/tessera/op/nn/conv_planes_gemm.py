@@ -28,7 +28,7 @@ runs the fused tail on each finished tile (`te.gemm_epilogue`). Two layouts of t
       planes[n, c, ph, j, r, x] = data[n, c, r*sh + ph - top, x + j - left]
 
 The PackGemmWeights pass writes it in place of `nn.conv2d(data, constant)` where `planes_gemm_kernel` says
-so: on AVX2 only (see WORKLOAD_LANES for AVX-512).
+so: on AVX2, and on AVX-512 for a network's stem only (WORKLOAD_LANES, STEM_LANES).
 """
 
 from __future__ import annotations
@@ -55,11 +55,18 @@ from .conv import ConvAttrs, conv_output_size, conv_reference
 from .conv_planes import plane_copy
 from .gemm import DEFAULT_KERNELS_BY_LANES, KERNELS_BY_LANES, GemmKernel, default_kernel, gemm_call, pack_a_panels
 
-# float32 lanes of the targets the pass packs for: AVX2. On AVX-512 the blocked and planar schedules stay: with
-# the planes GEMM for 16 lanes too (12x32 and 8x32 tiles), ResNet-50 took 1.07x the time, Inception-v2 1.09x,
-# SqueezeNet 1.00x (shifted planes below 32 output columns instead of 16: ResNet-50 1.05x; one thread, 2-core
-# AMD EPYC Zen 4, in-process A/B, 8 alternating rounds)
+# float32 lanes of the targets the pass packs every convolution for: AVX2. On AVX-512 the blocked and planar
+# schedules stay: with the planes GEMM for 16 lanes too (12x32 and 8x32 tiles), ResNet-50 took 1.07x the time,
+# Inception-v2 1.09x, SqueezeNet 1.00x (shifted planes below 32 output columns instead of 16: ResNet-50 1.05x;
+# one thread, 2-core AMD EPYC Zen 4, in-process A/B, 8 alternating rounds)
 WORKLOAD_LANES = (8,)
+# but for a network's stem (an image's few channels in): there the planar tile's reduction is short (27
+# multiply-adds for 3 channels of 3x3) and the GEMM's packed panels win. Stems only, same A/B, 8-16 rounds:
+# SqueezeNet 0.95x the time at one thread and 0.97x at two, ZFNet 0.98x, ResNet-50 0.98x and 0.99x (its 7x7:
+# 2.85 -> 2.38 ms), Inception-v1 0.99x, AlexNet 0.99x, DenseNet-121 0.99x, VGG-19 1.00x; ic_resnet8 and
+# kws_ds_cnn even
+STEM_LANES = (16,)
+STEM_MAX_CHANNELS = 4
 MIN_OUT_CHANNELS = 16  # fewer rows of A leave most of a 6-row micro-panel's loads unshared
 # computed positions (rows x pitch) per image below which the blocked tiles (`conv_blocked`) stay: one thread,
 # Zen 3, time against the schedule it replaced: 3x3 convolutions 64->64 at 8x8 0.78, 512->512 at 7x7 0.88,
@@ -158,12 +165,14 @@ def unpack_planes_weights(packed: np.ndarray, channels: int, in_channels: int,
 def planes_gemm_kernel(target: Target, in_shape: Sequence[int], out_shape: Sequence[int],
                        kernel: Sequence[int], attrs: ConvAttrs) -> GemmKernel | None:
     """The microkernel a constant float32 convolution's weight is packed for, or None to leave it to the
-    other schedules: targets other than WORKLOAD_LANES', grouped and dilated convolutions, fewer than
+    other schedules: targets other than WORKLOAD_LANES' (STEM_LANES' for convolutions of at most
+    STEM_MAX_CHANNELS input channels), grouped and dilated convolutions, fewer than
     MIN_OUT_CHANNELS output channels or MIN_POSITIONS computed positions, more than MAX_DEPTH input channels
     x taps, planes of 2**31 floats or more. (1x1 convolutions the pointwise GEMM forms take are packed by those
     first.)"""
     lanes = float32_lanes(target) or 0
-    if lanes not in WORKLOAD_LANES or attrs.groups != 1 or any(d != 1 for d in attrs.dilation):
+    stem = lanes in STEM_LANES and in_shape[1] <= STEM_MAX_CHANNELS
+    if (lanes not in WORKLOAD_LANES and not stem) or attrs.groups != 1 or any(d != 1 for d in attrs.dilation):
         return None  # dilated: the planes would hold all the padding (`conv_regions` skips it)
     pitched = PlaneLayout.of(in_shape[2:], attrs.strides, attrs.padding)
     if out_shape[1] < MIN_OUT_CHANNELS or out_shape[2] * pitched.pitch < MIN_POSITIONS:
