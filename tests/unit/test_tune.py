@@ -161,9 +161,10 @@ def test_missing_log_says_how_to_make_one(tmp_path):
 
 def _conv_net(channels: int = 12) -> onnx.ModelProto:
     """Two convolutions, `channels` then 8 output channels. The default 12 is fewer than AVX2's GEMM over
-    planes takes (conv_planes_gemm, which has no knobs), so both keep the tunable planar tiles on any x86-64."""
+    planes takes (conv_planes_gemm, which has no knobs), so both keep the tunable planar tiles on any x86-64.
+    The input's 8 channels are more than a stem's (STEM_MAX_CHANNELS: AVX-512 would take a stem's GEMM too)."""
     rng = np.random.default_rng(0)
-    w1 = numpy_helper.from_array(rng.standard_normal((channels, 4, 3, 3)).astype(np.float32), "w1")
+    w1 = numpy_helper.from_array(rng.standard_normal((channels, 8, 3, 3)).astype(np.float32), "w1")
     b1 = numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), "b1")
     w2 = numpy_helper.from_array(rng.standard_normal((8, channels, 3, 3)).astype(np.float32) * 0.1, "w2")
     nodes = [
@@ -171,7 +172,7 @@ def _conv_net(channels: int = 12) -> onnx.ModelProto:
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("Conv", ["r1", "w2"], ["y"], strides=[2, 2]),
     ]
-    graph = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 20, 20])],
+    graph = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 20, 20])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w1, b1, w2])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -245,7 +246,7 @@ def test_tuner_measures_each_workload_and_logs_a_best_config(tuned, convnet):
 def test_build_with_the_log_matches_a_build_without(tuned, convnet):
     log_path, _, _ = tuned
     _, mod, params = convnet
-    x = np.random.default_rng(1).standard_normal((1, 4, 20, 20)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((1, 8, 20, 20)).astype(np.float32)
     plain = tessera.build(mod, params=params)(x)[0]
     with PassContext(config={LOG_CONFIG_KEY: str(log_path)}):
         with_log = tessera.build(mod, params=params)(x)[0]
@@ -261,7 +262,7 @@ def test_a_logged_config_changes_the_generated_code(convnet):
         other = next(c for c in t.choice.candidates if c != t.choice.default)
         log.add(Record(t.workload, dict(other), 1e-9, "c"))
         log.add(Record(t.workload, dict(t.choice.default), 1.0, "c"))
-    x = np.random.default_rng(2).standard_normal((1, 4, 20, 20)).astype(np.float32)
+    x = np.random.default_rng(2).standard_normal((1, 8, 20, 20)).astype(np.float32)
     plain = tessera.build(mod, params=params)
     tuned = tessera.build(mod, params=params, ctx=PassContext(config={LOG_CONFIG_KEY: log}))
     assert plain.c_sources != tuned.c_sources
