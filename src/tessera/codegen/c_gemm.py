@@ -138,9 +138,11 @@ EPILOGUE_KEY = "ts_sgemm_epilogue"  # the helper name EPILOGUE_SOURCE is declare
 
 
 def _epilogue_source() -> str:
-    """`ts_sgemm_epilogue` and `ts_sgemm_epilogue_apply(ep, c, ldc, i, j, mv, nv)`: the program's steps on the
-    block of C at row i, column j (mv x nv), a ragged tile or any ISA's; one pass over the block per step,
-    whose row loop gcc vectorises. Whole vector tiles run the steps in registers instead (`_vector_epilogue`)."""
+    """`ts_sgemm_epilogue`, `ts_sgemm_epilogue_split` and `ts_sgemm_epilogue_apply(ep, c, ldc, i, j, mv, nv)`:
+    the program's steps on the block of C at row i, column j (mv x nv), a ragged tile or any ISA's, or the
+    steps from a map on (a call of the map) on a finished block of C; one pass over the block per step, whose
+    row loop gcc vectorises. Whole vector tiles run the steps before a map in registers instead
+    (`_vector_epilogue`)."""
     names = {step: f"TS_EPILOGUE_{step.name}" for step in Step}
     enum = ",\n       ".join(f"{names[step]} = {int(step)}" for step in Step)
     updates = {
