@@ -279,10 +279,10 @@ _EXPRS: TypeDispatch[_FunctionWriter, E.PrimExpr, str] = TypeDispatch()
 
 
 class _FunctionWriter:
-    def __init__(self, gen: CodeGenC, func: S.PrimFunc) -> None:
+    def __init__(self, gen: CodeGenC, func: S.PrimFunc, ns: Namespace | None = None) -> None:
         self.gen = gen
         self.func = func
-        self.ns = function_namespace(func)
+        self.ns = function_namespace(func) if ns is None else ns
         self.lines: list[str] = []
         self.indent = 1
         self.nonneg: set[int] = set()  # ids of variables known to be >= 0
@@ -575,8 +575,8 @@ class _FunctionWriter:
         `columns`, `ldc` apart), as an extern kernel calls it on the blocks of its output: the loop gcc
         vectorises, the body the C the tail's own pass would compute. Named by its text, so kernels with the
         same tail share one definition."""
-        writer = _FunctionWriter(self.gen, self.func)
-        writer.ns = Namespace({*RESERVED_WORDS, "c", "ldc", "rows", "columns", "r", "q"})
+        names = Namespace({*RESERVED_WORDS, "c", "ldc", "rows", "columns", "r", "q"})  # the loop's own
+        writer = _FunctionWriter(self.gen, self.func, names)
         value = writer.ns.name_of(e.var, e.var.name)
         body = writer.expr(e.body)
         ctype = dt.c_type(e.var.dtype)

@@ -110,8 +110,9 @@ def no_epilogue_arguments() -> list[E.PrimExpr]:
 def _program_arguments(program: int, pointers: list[E.PrimExpr], constants: Sequence[float],
                        element_map: E.ElementMap | None) -> list[E.PrimExpr]:
     """program, MAX_OPERANDS pointers, MAX_CONSTANTS constants and the map, the unused ones 0."""
+    unused_constants = [E.FloatImm(0.0, "float32")] * (MAX_CONSTANTS - len(constants))
     return [E.IntImm(program), *pointers, *[E.IntImm(0)] * (MAX_OPERANDS - len(pointers)),
-            *[E.FloatImm(v, "float32") for v in constants], *[E.FloatImm(0.0, "float32")] * (MAX_CONSTANTS - len(constants)),
+            *[E.FloatImm(v, "float32") for v in constants], *unused_constants,
             E.IntImm(0) if element_map is None else element_map]
 
 
@@ -211,7 +212,7 @@ class _Matcher:
         f reading nothing else but constants (a float32 function of r alone)."""
         if e.dtype != "float32":
             return None
-        for running in _distinct_parts(e):
+        for running in dict.fromkeys(walk_expr(e)):  # each sub-expression once, largest first (pre-order)
             if running is e or running.dtype != "float32" or not _reads(running, self.out):
                 continue
             inner = self.steps(running, maps=False)
@@ -274,15 +275,6 @@ class _Matcher:
 
 def _reads(e: E.PrimExpr, buffer: Buffer) -> bool:
     return any(isinstance(n, E.BufferLoad) and n.buffer is buffer for n in walk_expr(e))
-
-
-def _distinct_parts(e: E.PrimExpr) -> list[E.PrimExpr]:
-    """The sub-expressions of `e` (itself first), each once, largest first (pre-order)."""
-    parts: list[E.PrimExpr] = []
-    for n in walk_expr(e):
-        if not any(n == p for p in parts):
-            parts.append(n)
-    return parts
 
 
 def _is_computation(e: E.PrimExpr) -> bool:
