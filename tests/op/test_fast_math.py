@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import tessera
 from tessera import relay
@@ -99,7 +100,7 @@ def test_gcc_vectorises_loops_of_the_helpers(march: str, tmp_path) -> None:
     loops = "\n".join(
         f"void run_{k}(const float* restrict x, float* restrict y, int n) "
         f"{{ for (int i = 0; i < n; ++i) y[i] = ts_{k}_float32(x[i]); }}"
-        for k in (*c_fast_math.INTRINSICS, "one_plus_exp"))
+        for k in (*c_fast_math.INTRINSICS, "one_plus_exp", "silu_denominator"))
     src = tmp_path / "fast_math.c"
     src.write_text("#include <math.h>\n#include <stdint.h>\n" + "\n".join(c_fast_math.SOURCES.values())
                    + "\n" + loops + "\n")
@@ -156,16 +157,46 @@ def test_sigmoid_and_silu_special_values() -> None:
 
 @pytest.mark.parametrize("target", ["c -mcpu=x86-64-v3", "c -mcpu=x86-64-v4"])
 def test_sigmoid_kernels_call_one_plus_exp(target: str) -> None:
-    """Sigmoid, SiLU and the efficientnet block's fused SiLU epilogues use the one helper at either ISA
-    level (built, not run: the source is what is checked)."""
+    """Sigmoid goes through 1 + exp's helper, SiLU (and the efficientnet block's fused SiLU epilogues) through
+    its copy that leaves NaN to the numerator, at either ISA level (built, not run: the source is what is
+    checked; the sweeps above run both)."""
     x = relay.Var("x", relay.TensorType((64,), "float32"))
-    lib = tessera.build(relay.IRModule.from_expr(relay.Function((x,), ew.add(ew.sigmoid(x), ew.silu(x)))),
-                        target=target)
+    sigmoid = tessera.build(relay.IRModule.from_expr(relay.Function((x,), ew.sigmoid(x))), target=target)
+    silu = tessera.build(relay.IRModule.from_expr(relay.Function((x,), ew.silu(x))), target=target)
     mod, params = from_onnx(tail_blocks.efficientnet_block(channels=8, expand=3, size=10))
     block = tessera.build(mod, target=target, params=params)
-    for source in ("\n".join(lib.c_sources.values()), block.c_sources["kernels_0.c"]):
-        assert "ts_one_plus_exp_float32(" in source
+    sources = {name: "\n".join(lib.c_sources.values()) for name, lib in
+               (("sigmoid", sigmoid), ("silu", silu), ("block", block))}
+    assert re.search(r"= \(1\.0f / ts_one_plus_exp_float32\(", sources["sigmoid"]), sources["sigmoid"]
+    for name in ("silu", "block"):
+        calls = re.findall(r"\(([^()]+) / ts_silu_denominator_float32\(\(-\1\)\)\)", sources[name])
+        assert calls, sources[name]
+        assert "ts_one_plus_exp_float32(" not in sources[name]
+    for source in sources.values():
         assert not re.search(r"\b(expf|ts_exp_float32)\(", source)
+
+
+NANS = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF, 0x7FC12345], np.uint32).view(np.float32)
+
+
+def test_silu_of_nan_is_nan_through_the_numerator() -> None:
+    """SiLU's denominator helper turns a NaN argument into a number: the result is NaN because x is, for NaNs
+    of either sign and payload, in an elementwise kernel and in a product's fused map."""
+    got = _run(ew.silu, np.concatenate([NANS, np.array([1.0, -1.0], np.float32)]))
+    assert np.all(np.isnan(got[:5])) and np.all(np.isfinite(got[5:]))
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["c"]), helper.make_node("Sigmoid", ["c"], ["g"]),
+             helper.make_node("Mul", ["c", "g"], ["y"])]
+    graph = helper.make_graph(nodes, "silu_map", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 24])],
+                              [numpy_helper.from_array(rng.standard_normal((16, 24)).astype(np.float32), "w")])
+    mod, params = from_onnx(helper.make_model(graph))
+    lib = tessera.build(mod, params=params)
+    assert "ts_silu_denominator_float32((-v))" in "\n".join(lib.c_sources.values())  # the map
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    x[:5, 3] = NANS  # rows 0-4 of the product are NaN throughout
+    y = lib(x)[0]
+    assert np.all(np.isnan(y[:5])) and np.all(np.isfinite(y[5:]))
 
 
 def test_one_plus_exp_itself_meets_the_exp_bound(sweep: np.ndarray) -> None:

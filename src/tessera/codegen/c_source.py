@@ -529,6 +529,9 @@ class _FunctionWriter:
 
     @_EXPRS.register(E.BinaryOp)
     def _binary(self, e: E.BinaryOp) -> str:
+        negated = _silu_argument(e)
+        if negated is not None:  # SiLU, x / (1 + e^-x): x carries a NaN, so the denominator need not
+            return f"({self.expr(e.a)} / {self._fast_math_helper('silu_denominator')}({self.expr(negated)}))"
         exponent = _one_plus_argument(e, E.Intrinsic.EXP)
         if exponent is not None:  # a sigmoid's denominator, in one helper cheaper than 1 + exp
             return f"{self._fast_math_helper('one_plus_exp')}({self.expr(exponent)})"
@@ -697,6 +700,16 @@ def _one_plus_argument(e: E.BinaryOp, intrinsic: E.Intrinsic) -> E.PrimExpr | No
         if (isinstance(one, E.FloatImm) and one.value == 1.0 and isinstance(call, E.Call)
                 and call.func is intrinsic and call.args[0].dtype == "float32"):
             return call.args[0]
+    return None
+
+
+def _silu_argument(e: E.BinaryOp) -> E.PrimExpr | None:
+    """-x when `e` is the float32 SiLU x / (1 + exp(-x)), with the same x (structurally) on both sides."""
+    if e.op is not E.BinOp.DIV or e.dtype != "float32" or not isinstance(e.b, E.BinaryOp):
+        return None
+    exponent = _one_plus_argument(e.b, E.Intrinsic.EXP)
+    if isinstance(exponent, E.UnaryOp) and exponent.op is E.UnOp.NEG and exponent.a == e.a:
+        return exponent
     return None
 
 
