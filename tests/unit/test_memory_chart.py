@@ -75,6 +75,7 @@ def test_the_graph_executor_chart_has_axes_legend_peak_and_lower_bound():
     legend = {_text(e).strip(): e.get("data-kind") for e in root.findall(".//s:g[@class='legend-entry']", NS)}
     assert legend == {"result tensor": "result", "scratch (kernel workspace)": "scratch",
                       "in-place reuse (tensors sharing one buffer)": "in-place",
+                      "concatenation (its parts computed in it)": "concatenation",
                       "lower bound (most bytes alive at once)": "lower-bound",
                       "peak (labelled with the tensors alive)": "peak"}
     bound = lane.find("s:g[@class='lower-bound']", NS)

@@ -23,12 +23,13 @@ from .lower_te import FUSED_OPS_ATTR
 from .program import Program, Role, Tensor, extract_program
 from .program_memory import MemoryOptions, ProgramMemory, plan_program_memory
 
-GRAPH_FORMAT_VERSION = 2  # 2: a segment returns the failed call's status, its number through an out-parameter
+# 2: a segment returns the failed call's status, its number through an out-parameter; 3: "view" nodes
+GRAPH_FORMAT_VERSION = 3
 
 
 @dataclass
 class GraphNode:
-    op: str  # "input", "param" or "kernel"
+    op: str  # "input", "param", "kernel", or "view" (a concatenation its inputs were computed in: no call)
     name: str
     inputs: list[tuple[int, int]] = field(default_factory=list)  # (node id, output index)
     func: str | None = None
@@ -122,6 +123,9 @@ class _GraphBuilder:
         for s in program.steps:
             kernel = program.kernels.get(s.kernel)
             ops = kernel.attrs.get(FUSED_OPS_ATTR) if kernel is not None else None
+            if s.view:
+                add(GraphNode("view", s.kernel, [refs[id(a)] for a in s.inputs], None, 1), s.outputs)
+                continue
             add(GraphNode("kernel", s.kernel, [refs[id(a)] for a in s.inputs], s.kernel, len(s.outputs),
                           [(t.offset, t.nbytes) for t in s.scratch],
                           tuple(str(o) for o in ops) if isinstance(ops, tuple) else ()), s.outputs)

@@ -17,6 +17,7 @@ from dataclasses import replace
 from .. import te
 from ..errors import CompileError
 from ..op.registry import Op
+from ..op.transform import ConcatAttrs
 from ..op.schedule_context import ScheduleContext
 from ..op.tuning_log import Config, Workload
 from ..relay.expr import Call, Constant, Expr, Function, GlobalVar, Tuple, TupleGetItem, Var
@@ -35,6 +36,9 @@ from .target_hooks import DEVICE_ATTR, TARGET_ATTR
 
 MAX_NAME_OPS = 4
 FUSED_OPS_ATTR = "fused_ops"  # PrimFunc attribute: the operators the kernel computes, in order (for profiles)
+# PrimFunc attribute of a kernel that only concatenates its parameters: (axis, the parameter index of each
+# part in order); the memory plan may then place the parts in the result (backend/concat_views.py)
+CONCAT_ATTR = "concat_parts"
 
 Lowered = te.Tensor | tuple["Lowered", ...]  # what a Relay value of the kernel becomes: a tensor, or a tuple
 
@@ -103,6 +107,19 @@ def fused_operators(func: Function) -> tuple[str, ...]:
                  if isinstance(n, Call) and isinstance(n.op, Op))
 
 
+def concat_parts(func: Function) -> tuple[int, tuple[int, ...]] | None:
+    """(axis, the parameter index of each part) when `func` is nothing but a concatenation of distinct
+    parameters, else None."""
+    body = func.body
+    if not (isinstance(body, Call) and isinstance(body.op, Op) and body.op.name == "concatenate"):
+        return None
+    index = {id(p): k for k, p in enumerate(func.params)}
+    parts = [index.get(id(a), -1) for a in body.args]
+    if -1 in parts or len(set(parts)) != len(parts) or len(parts) != len(func.params):
+        return None
+    return body.attrs_as(ConcatAttrs).axis, tuple(parts)  # the axis as written (negative counts from the end)
+
+
 def kernel_name_hint(func: Function) -> str:
     names = [name.split(".")[-1] for name in fused_operators(func)]
     return "fused_" + "_".join(names[:MAX_NAME_OPS])
@@ -161,6 +178,9 @@ class LowerTE(Pass):
                 used_names.add(name)
                 prim = lower_primitive(func, name, schedules[device]).with_attrs(
                     **{FUSED_OPS_ATTR: fused_operators(func)})
+                parts = concat_parts(func)
+                if parts is not None:
+                    prim = prim.with_attrs(**{CONCAT_ATTR: parts})
                 if device is not None:
                     prim = prim.with_attrs(**{TARGET_ATTR: self.pieces[device], DEVICE_ATTR: device})
                 gv = GlobalVar(name)

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 from .memory_report import BufferKind, ChartBuffer, Lane, MemoryReport, Peak, alive_listing, human_bytes
 
-FILL = {BufferKind.RESULT: "#6baed6", BufferKind.SCRATCH: "#fdae6b", BufferKind.IN_PLACE: "#74c476"}
+FILL = {BufferKind.RESULT: "#6baed6", BufferKind.SCRATCH: "#fdae6b", BufferKind.IN_PLACE: "#74c476",
+        BufferKind.CONCATENATION: "#9e9ac8"}
 EDGE, BOUND, PEAK, AXIS, GRID = "#31597a", "#d62728", "#7b3294", "#444", "#e4e4e4"
 PIECE_COLOURS = ("#8dd3c7", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#d9d9d9")
 

@@ -33,6 +33,7 @@ class BufferKind(enum.Enum):
     RESULT = "result tensor"
     SCRATCH = "scratch (kernel workspace)"
     IN_PLACE = "in-place reuse (tensors sharing one buffer)"
+    CONCATENATION = "concatenation (its parts computed in it)"
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class MemoryReport:
             f"(ratio {m.total / max(m.lower_bound, 1):.3f}) for the executed order ({self.order}, {self.steps} steps)",
             f"  lower bound of the file's own order (whole-step lifetimes, no sharing): {m.file_order_bound} bytes; "
             f"with the same rules: {m.file_order_same_rules} bytes",
-            f"  buffers: {len(m.buffers)}; shared in place: {m.inplace}",
+            f"  buffers: {len(m.buffers)}; shared in place: {m.inplace}; concatenations computed in place: {m.views}",
         ]
         for p, lane in zip(m.pools, self.lanes):
             limit = f" of {p.spec.size_bytes}" if p.spec.size_bytes is not None else ""
@@ -166,12 +167,14 @@ def alive_listing(peak: Peak) -> str:
 class _Holdings:
     tensors: tuple[HeldTensor, ...]  # in the order they are made
     steps: tuple[int, ...]  # every step touching one of them
+    concatenation: bool = False  # a concatenation's result, its parts computed in it (a view step makes it)
 
 
 def _holdings(steps: Sequence[Step]) -> dict[str, _Holdings]:
     """Buffer name -> the tensors living in it and the steps using it."""
     held: dict[str, dict[str, HeldTensor]] = {}
     users: dict[str, dict[int, None]] = {}
+    concatenations: set[str] = set()
     for k, s in enumerate(steps):
         for a, t in enumerate(s.args):
             if t.role not in (Role.INTERMEDIATE, Role.WORKSPACE):
@@ -180,10 +183,16 @@ def _holdings(steps: Sequence[Step]) -> dict[str, _Holdings]:
             users.setdefault(owner, {})[k] = None
             if a >= s.num_inputs:
                 held.setdefault(owner, {}).setdefault(t.name, HeldTensor(t.name, k, t.role is Role.WORKSPACE))
-    return {name: _Holdings(tuple(ts.values()), tuple(users[name])) for name, ts in held.items()}
+                if s.view:
+                    concatenations.add(owner)
+    return {name: _Holdings(tuple(ts.values()), tuple(users[name]),
+                            name in concatenations) for name, ts in held.items()}
 
 
-def _kind(tensors: tuple[HeldTensor, ...]) -> BufferKind:
+def _kind(held: _Holdings) -> BufferKind:
+    tensors = held.tensors
+    if held.concatenation:
+        return BufferKind.CONCATENATION
     if len(tensors) > 1:
         return BufferKind.IN_PLACE
     return BufferKind.SCRATCH if tensors and tensors[0].scratch else BufferKind.RESULT
@@ -193,7 +202,7 @@ def _lane(pool: PoolPlan, held: dict[str, _Holdings], ticks_per_step: int, steps
     plan = pool.plan
     none = _Holdings((), ())
     buffers = tuple(ChartBuffer(b.name, b.size, plan.offsets[b.name], b.start, b.end,
-                                _kind(held.get(b.name, none).tensors), held.get(b.name, none).tensors,
+                                _kind(held.get(b.name, none)), held.get(b.name, none).tensors,
                                 held.get(b.name, none).steps)
                     for b in sorted(plan.buffers, key=lambda b: (b.start, plan.offsets[b.name], b.name)))
     peak = None

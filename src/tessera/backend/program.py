@@ -53,6 +53,7 @@ class Tensor:
     data: np.ndarray | None = None  # parameter values
     pool: str = ""  # the pool holding it
     shares: "Tensor | None" = None  # in-place: lives in this tensor's buffer
+    view_offset: int = 0  # bytes from the start of `shares` (a part of a concatenation placed in it)
 
     @property
     def nbytes(self) -> int:
@@ -65,6 +66,15 @@ class Tensor:
             t = t.shares
         return t
 
+    @property
+    def offset_in_owner(self) -> int:
+        """Bytes from the start of the buffer owner's memory to this tensor's."""
+        t, offset = self, 0
+        while t.shares is not None:
+            offset += t.view_offset
+            t = t.shares
+        return offset
+
 
 @dataclass(eq=False)
 class Step:
@@ -73,6 +83,7 @@ class Step:
     num_inputs: int
     num_outputs: int = -1  # -1: every argument after the inputs
     file_index: int = -1  # position in the graph's own (depth-first) order
+    view: bool = False  # a concatenation whose parts were placed in its result: nothing to call
 
     def __post_init__(self) -> None:
         if self.num_outputs < 0:

@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 
 from ..errors import CompileError
 from ..relay.module import IRModule
-from ..target import Target
 from ..tir.stmt import MAY_ALIAS_ATTR, PrimFunc
 from .inplace import inplace_pairs, kernel_spans, scratch_in_outputs
 from .lift_workspace import workspace_params
 from .memory_plan import (DEFAULT_ALIGNMENT, BufferInfo, PoolOverflowError, PoolPlan, PoolSpec, lower_bound, plan_pools,
                           plan_sequential)
+from .concat_views import ConcatView, concat_views, place, step_kind
 from .program import ORDERS, POOLED, Program, Role, Step, Tensor, number_steps
-from .target_hooks import DEVICE_ATTR, TARGET_ATTR
 
 MEMORY_CONFIG = "memory"  # PassContext.config key holding a MemoryOptions
 
@@ -53,6 +52,7 @@ class MemoryOptions:
     pools: tuple[PoolSpec, ...] = ()  # empty: one unlimited pool named "pool"
     alignment: int = DEFAULT_ALIGNMENT
     hill_climb_iterations: int = 200
+    concat_views: bool = True  # parts of a concatenation computed in its result (concat_views.py), with reuse
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -94,6 +94,7 @@ class ProgramMemory:
     inplace: int = 0  # outputs that share their input's buffer, scratch living in outputs
     file_order_same_rules: int = 0  # the graph's own order with the executed order's liveness rules
     ticks_per_step: int = 1  # buffer lifetimes count ticks: step k is ticks [k * this, (k + 1) * this)
+    views: int = 0  # concatenations whose parts are computed in their result (no copy runs)
 
     @property
     def total(self) -> int:
@@ -107,15 +108,7 @@ def _kinds(program: Program, host_kind: str) -> dict[int, set[str]]:
     """Who touches each tensor: the named piece of each kernel in a named compilation, else its target kind."""
     kinds: dict[int, set[str]] = {}
     for s in program.steps:
-        func = program.kernels.get(s.kernel)
-        attrs = func.attrs if func is not None else {}
-        piece, target = attrs.get(DEVICE_ATTR), attrs.get(TARGET_ATTR)
-        if isinstance(piece, str) and piece:
-            kind = piece
-        elif isinstance(target, Target):
-            kind = target.kind.name
-        else:
-            kind = host_kind
+        kind = step_kind(program, s, host_kind)
         for t in s.args:
             kinds.setdefault(id(t.buffer_owner), set()).add(kind)
     return kinds
@@ -126,14 +119,16 @@ def ticks_per_step(program: Program) -> int:
     return max([kernel_spans(f)[0] for f in program.kernels.values()] + [1])
 
 
-def share_in_place(program: Program) -> int:
+def share_in_place(program: Program, placed: frozenset[int] = frozenset()) -> int:
     """Let outputs overwrite inputs that die at their step (elementwise kernels), and kernel
-    scratch live in an output it is read into element by element; returns how many share."""
+    scratch live in an output it is read into element by element; returns how many share.
+    `placed`: the ids of concatenation results holding parts (concat_views.py), whose memory
+    outlives any one part, so no output takes a part's or theirs."""
     cache: dict[str, tuple[dict[int, int], dict[int, int]]] = {}
     count = 0
     for k, s in enumerate(program.steps):
         func = program.kernels.get(s.kernel)
-        if func is None:
+        if func is None or s.view:
             continue
         if s.kernel not in cache:
             scratch = workspace_params(func)
@@ -145,6 +140,7 @@ def share_in_place(program: Program) -> int:
             src, dst = s.args[i_index], s.args[o_index]
             owner = src.buffer_owner
             if (src.role is Role.INTERMEDIATE and dst.role is Role.INTERMEDIATE and src.last_use == k
+                    and id(owner) not in placed
                     and sum(a is src for a in s.args) == 1 and id(owner) not in donated
                     and src.nbytes == dst.nbytes and dst.shares is None):
                 dst.shares = src
@@ -161,19 +157,25 @@ def share_in_place(program: Program) -> int:
     return count
 
 
-def _buffers(program: Program, inplace: bool, within_steps: bool = True
+def _buffers(program: Program, inplace: bool, within_steps: bool = True, views: Sequence[ConcatView] = ()
              ) -> tuple[list[Tensor], list[BufferInfo], int]:
     """Liveness in the program's current order: (pooled tensors, one BufferInfo per buffer, in-place count).
 
     Times are ticks: step k covers ticks [k * W, (k + 1) * W), one per
     top-level statement of its kernel (`kernel_spans`). With
     `within_steps=False` every tensor a step touches is alive for all of it.
+    `views` are placed first; a concatenation's buffer then lives from its
+    first part's birth to the last use of it or any part.
     """
     number_steps(program)
     pooled = program.pooled()
     for t in pooled:
-        t.shares = None
-    n_inplace = share_in_place(program) if inplace else 0
+        t.shares, t.view_offset = None, 0
+    for s in program.steps:
+        s.view = False
+    place(views)
+    placed = frozenset(id(v.result.buffer_owner) for v in views)
+    n_inplace = share_in_place(program, placed) if inplace else 0
     spans_of = {name: kernel_spans(f) for name, f in program.kernels.items()} if within_steps else {}
     width = max([n for n, _ in spans_of.values()] + [1])
     life: dict[int, list[int]] = {}  # tensor id -> [first tick, last tick]
@@ -201,7 +203,8 @@ def _buffers(program: Program, inplace: bool, within_steps: bool = True
     return pooled, buffers, n_inplace
 
 
-def file_order_bound(program: Program, options: MemoryOptions, naive: bool = True) -> int:
+def file_order_bound(program: Program, options: MemoryOptions, naive: bool = True,
+                     views: Sequence[ConcatView] = ()) -> int:
     """The lower bound (largest total alive at once) if the kernels ran in the graph's own order.
 
     `naive`: as a planner without this module's liveness would see it, every
@@ -212,17 +215,40 @@ def file_order_bound(program: Program, options: MemoryOptions, naive: bool = Tru
     program.steps = sorted(executed, key=lambda s: s.file_index)
     try:
         sharing = options.inplace and options.reuse and not naive
-        _, buffers, _ = _buffers(program, sharing, within_steps=not naive)
+        _, buffers, _ = _buffers(program, sharing, within_steps=not naive, views=() if naive else views)
         return lower_bound(buffers, options.alignment)
     finally:
         program.steps = executed
         number_steps(program)
 
 
+def _views_within_peak(program: Program, options: MemoryOptions, views: list[ConcatView]) -> list[ConcatView]:
+    """`views`, or as many of them (in order) as keep the lowest possible pool no larger than without:
+    a concatenation's buffer is born with its first part, which may be early (an Inception branch's
+    other intermediates then live beside it)."""
+    inplace = options.inplace and options.reuse
+
+    def bound(chosen: Sequence[ConcatView]) -> int:
+        return lower_bound(_buffers(program, inplace, views=chosen)[1], options.alignment)
+
+    if not views:
+        return views
+    without = bound(())
+    if bound(views) <= without:
+        return views
+    kept: list[ConcatView] = []
+    for v in views:
+        if bound([*kept, v]) <= without:
+            kept.append(v)
+    return kept
+
+
 def plan_program_memory(program: Program, options: MemoryOptions, host_kind: str = "c") -> ProgramMemory:
+    views = (_views_within_peak(program, options, concat_views(program, host_kind, options.alignment))
+             if options.reuse and options.concat_views else [])
     file_bound = file_order_bound(program, options, naive=True)
-    file_same_rules = file_order_bound(program, options, naive=False)
-    pooled, buffers, n_inplace = _buffers(program, options.inplace and options.reuse)
+    file_same_rules = file_order_bound(program, options, naive=False, views=views)
+    pooled, buffers, n_inplace = _buffers(program, options.inplace and options.reuse, views=views)
     by_name = {t.name: t for t in pooled}
     kinds = _kinds(program, host_kind)
     access = {b.name: frozenset(kinds.get(id(by_name[b.name]), set())) for b in buffers}
@@ -243,10 +269,11 @@ def plan_program_memory(program: Program, options: MemoryOptions, host_kind: str
         for name, offset in p.plan.offsets.items():
             where[name] = (p.name, offset)
     for t in pooled:
-        t.pool, t.offset = where.get(t.buffer_owner.name, ("", 0))
+        pool, start = where.get(t.buffer_owner.name, ("", 0))
+        t.pool, t.offset = pool, start + t.offset_in_owner
     return ProgramMemory(plans, buffers, {t.name: t.buffer_owner.name for t in pooled},
                          lower_bound(buffers, options.alignment), file_bound, n_inplace, file_same_rules,
-                         ticks_per_step(program))
+                         ticks_per_step(program), len(views))
 
 
 def overlapping_params(steps: Sequence[Step], kernels: dict[str, PrimFunc]) -> dict[str, frozenset[int]]:
@@ -260,8 +287,8 @@ def overlapping_params(steps: Sequence[Step], kernels: dict[str, PrimFunc]) -> d
     """
     marks: dict[str, set[int]] = {}
     for s in steps:
-        if s.kernel not in kernels:
-            continue
+        if s.kernel not in kernels or s.view:
+            continue  # (a view's arguments overlap by design, and it is not called)
         read_only = kernels[s.kernel].num_inputs  # parameters before this one are `const`
         ranges: list[tuple[int, int, tuple[str, str | int], int, int]] = []  # (argument, tensor, memory, start, end)
         for a, t in enumerate(s.args):
@@ -269,7 +296,7 @@ def overlapping_params(steps: Sequence[Step], kernels: dict[str, PrimFunc]) -> d
             if owner.role in POOLED:
                 ranges.append((a, id(t), ("pool", t.pool), t.offset, t.offset + t.nbytes))
             else:
-                ranges.append((a, id(t), ("tensor", id(owner)), 0, owner.nbytes))
+                ranges.append((a, id(t), ("tensor", id(owner)), t.offset_in_owner, t.offset_in_owner + t.nbytes))
         for i, (a, ta, ka, lo, hi) in enumerate(ranges):
             for b, tb, kb, lo2, hi2 in ranges[i + 1:]:
                 if ta != tb and ka == kb and lo < hi2 and lo2 < hi and b >= read_only:

@@ -18,7 +18,8 @@ from ..errors import ArtifactError
 from ..util.checked_json import decode_json
 from .params_blob import checked_dtype
 
-NODE_OPS = ("input", "param", "kernel")
+NODE_OPS = ("input", "param", "kernel", "view")
+RESULT_OPS = ("kernel", "view")  # nodes whose entries live in the pool
 MAX_ALIGNMENT = 4096  # allowance per pooled tensor: more than any alignment the memory planner uses
 
 T = TypeVar("T")
@@ -34,7 +35,8 @@ class EntryJson(TypedDict):
 
 
 class NodeJson(TypedDict):
-    """One node: an "input", a "param", or a "kernel" call (which has the other fields)."""
+    """One node: an "input", a "param", a "kernel" call (which has the other fields), or a "view": a
+    concatenation whose inputs were computed in its one entry (inputs, num_outputs, no call)."""
 
     op: str
     name: str
@@ -131,6 +133,7 @@ def parse_graph_json(data: bytes, source: str) -> GraphJson:
               f"got {pool_size}, more than the {pooled} bytes its tensors and their alignment can need")
     outputs: list[object] = c.field(top, "outputs", list, "graph")
     refs = [_check_ref(c, out, f"outputs[{k}]", len(nodes), row_ptr) for k, out in enumerate(outputs)]
+    _check_views(c, checked_nodes, checked_entries, row_ptr, refs, pool_size)
     graph = GraphJson(nodes=checked_nodes, entries=checked_entries, node_row_ptr=row_ptr, outputs=refs,
                       inputs=c.int_list(c.field(top, "inputs", list, "graph"), "inputs"))
     for k, nid in enumerate(graph["inputs"]):
@@ -142,6 +145,39 @@ def parse_graph_json(data: bytes, source: str) -> GraphJson:
         segments: list[object] = c.field(top, "segments", list, "graph")
         graph["segments"] = [_check_segment(c, seg, f"segments[{k}]", checked_nodes) for k, seg in enumerate(segments)]
     return graph
+
+
+def _check_views(c: _Checker, nodes: list[NodeJson], entries: list[EntryJson], row_ptr: list[int],
+                 outputs: list[list[int]], pool_size: int | None) -> None:
+    """Each view's inputs are results of other nodes, placed one after the other, in order, exactly over its
+    entry (else its kernels would write elsewhere than its readers read: in the pool, but wrong); each
+    such input belongs to one view, and neither is a graph output (those are handed out in arrays of
+    their own)."""
+    placed: set[int] = set()
+    handed_out = {row_ptr[n] + i for n, i in outputs}
+    for nid, node in enumerate(nodes):
+        if node["op"] != "view":
+            continue
+        where = f"nodes[{nid}]"
+        k = row_ptr[nid]
+        view = entries[k]
+        c.require(pool_size is not None, where, "a view needs a graph with a pool_size")
+        at = view.get("offset", -1)
+        for j, (n, i) in enumerate(node.get("inputs", [])):
+            part = row_ptr[n] + i
+            e = entries[part]
+            nbytes = math.prod(e["shape"]) * checked_dtype(e["dtype"], f"{c.source}: entries[{part}].dtype").itemsize
+            c.require(nodes[n]["op"] in RESULT_OPS and e["dtype"] == view["dtype"]
+                      and e.get("storage_id") == view.get("storage_id") and e.get("offset") == at,
+                      f"{where}.inputs[{j}]", f"expected a result of the view's dtype placed at byte {at} of its "
+                      f"storage {view.get('storage_id')}")
+            c.require(part not in placed and part not in handed_out, f"{where}.inputs[{j}]",
+                      "a view's input is placed in no other view and is no graph output")
+            placed.add(part)
+            at += nbytes
+        size = math.prod(view["shape"]) * checked_dtype(view["dtype"], f"{c.source}: entries[{k}].dtype").itemsize
+        c.require(bool(node.get("inputs")) and at == view.get("offset", -1) + size and k not in handed_out, where,
+                  "a view's inputs fill its entry exactly, and it is no graph output")
 
 
 def _check_segment(c: _Checker, raw: object, where: str, nodes: list[NodeJson]) -> SegmentJson:
@@ -172,13 +208,20 @@ def _check_node(c: _Checker, raw: object, nid: int, row_ptr: list[int], entries:
     name = c.field(node, "name", str, where)
     node_entries = []
     for k in range(row_ptr[nid], row_ptr[nid + 1]):
-        entry, nbytes = _check_entry(c, entries[k], k, where, op == "kernel", pool_size)
+        entry, nbytes = _check_entry(c, entries[k], k, where, op in RESULT_OPS, pool_size)
         node_entries.append(entry)
-        if op == "kernel":
+        if op in RESULT_OPS:
             pooled += nbytes + MAX_ALIGNMENT
-    if op != "kernel":
+    if op not in RESULT_OPS:
         c.require(row_ptr[nid + 1] - row_ptr[nid] == 1, where, "an input or parameter has exactly one entry")
         return NodeJson(op=op, name=name), node_entries, 0
+    if op == "view":
+        c.require(row_ptr[nid + 1] - row_ptr[nid] == 1 and node.get("num_outputs") == 1, where,
+                  "a view has exactly one entry")
+        c.require("func" not in node and "scratch" not in node, where, "a view calls nothing")
+        parts: list[object] = c.field(node, "inputs", list, where)
+        placed = [_check_ref(c, ref, f"{where}.inputs[{k}]", nid, row_ptr) for k, ref in enumerate(parts)]
+        return NodeJson(op=op, name=name, num_outputs=1, inputs=placed), node_entries, 0
     func = c.field(node, "func", str, where)
     num_outputs = c.field(node, "num_outputs", int, where)
     c.require(num_outputs == row_ptr[nid + 1] - row_ptr[nid], f"{where}.num_outputs", "does not match node_row_ptr")

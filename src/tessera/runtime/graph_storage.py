@@ -28,7 +28,7 @@ from .. import dtype as dt
 from ..crt.status import describe
 from ..errors import KernelFailure, RuntimeExecutionError
 from .external import ExternalFunction
-from .graph_json import EntryJson, GraphJson, NodeJson
+from .graph_json import RESULT_OPS, EntryJson, GraphJson, NodeJson
 from .shared_library import CFunction
 
 ALIGNMENT = 64
@@ -107,7 +107,7 @@ class GraphLayout:
             for k in range(row_ptr[nid], row_ptr[nid + 1]):
                 e = entries[k]
                 shape, dtype = tuple(e["shape"]), dt.to_numpy(e["dtype"])
-                if node["op"] == "kernel":
+                if node["op"] in RESULT_OPS:  # a kernel's result, or a view its inputs were computed in
                     entry = Entry(shape, dtype, offset=offsets[k])
                 elif node["op"] == "param":
                     if node["name"] not in params:
@@ -139,7 +139,7 @@ def _offsets(graph: GraphJson, nodes: list[NodeJson], entries: list[EntryJson], 
              ) -> tuple[dict[int, int], int]:
     """Pool offset of every kernel result, and the pool's size. Graphs from before
     "pool_size" get one region per storage id."""
-    kernel_entries = [k for nid, node in enumerate(nodes) if node["op"] == "kernel"
+    kernel_entries = [k for nid, node in enumerate(nodes) if node["op"] in RESULT_OPS
                       for k in range(row_ptr[nid], row_ptr[nid + 1])]
     if "pool_size" in graph:
         return {k: int(entries[k]["offset"]) for k in kernel_entries}, int(graph["pool_size"])

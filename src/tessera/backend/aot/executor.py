@@ -51,7 +51,8 @@ class _Executor:
                          S.IfThenElse(E.ne(status, E.IntImm(0)), S.Return(status)))
 
     def run(self) -> S.PrimFunc:
-        body = S.seq(*(self.call(step, k) for k, step in enumerate(self.program.steps)))
+        # a view's inputs were computed in its result (backend/concat_views.py): nothing to call
+        body = S.seq(*(self.call(step, k) for k, step in enumerate(self.program.steps) if not step.view))
         ins = [self.io[id(t)] for t in self.program.inputs]
         outs = [self.io[id(t)] for t in self.program.outputs]
         # the params blob is read-only: list it among the inputs so it is `const`
