@@ -11,7 +11,8 @@ encoder layers (`encoder_block.py`: ViT-B/16 at 197 tokens, BERT-base at
 MLP, layer scale; `tessera.testing.convnext`). For each model and thread
 count, tessera's own generated C (target `c`, `GraphModule(lib,
 num_threads=N)`) and onnxruntime (`intra_op_num_threads=N`) run on the same
-input; the runs alternate and the smaller of two medians counts. (At N > 1
+input; the runs alternate, in 2 to 8 rounds (as many as fit the model's
+budget), and the smallest median counts. (At N > 1
 threads a GraphModule runs at N or at one, whichever its recent runs found
 faster: runtime/thread_choice.py. Each module first runs until it has timed
 both counts, so the medians time its steady state, not its first tries at
@@ -71,7 +72,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 MODELS = (*LIGHT_MODELS, *mlperf_tiny.MODELS, *tail_blocks.BLOCKS, ASPP_NAME, *encoder_block.BLOCKS,
           convnext.CONVNEXT_NAME)
-ROUNDS = 2  # alternating rounds per runner; the smaller median counts
+ROUNDS = 2  # alternating rounds per runner, at least; the smallest median counts
+# ... and more, up to this many, while another round fits in the model's budget: a slow stretch of the
+# machine then spoils a few blocks of a small model, not its figure (kws_ds_cnn, 0.08 ms a run, once
+# read 1.56 as `c` and 1.16 as `blas` in one run, the same C)
+MAX_ROUNDS = 8
 # seconds between two runners' blocks: the pool threads of the one before stop spinning (onnxruntime's
 # spin a while after a run)
 SETTLE = 0.05
@@ -163,10 +168,13 @@ def bench_model(name: str, variants: list[Variant], threads: list[int], repeat: 
         runners["ort"] = lambda: sess.run(None, {input_name: x})
         # interleave the runtimes so machine noise hits all of them alike
         times: dict[str, list[float]] = {k: [] for k in runners}
-        for _ in range(ROUNDS):
+        start, rounds = time.perf_counter(), 0
+        while rounds < ROUNDS or (rounds < MAX_ROUNDS and
+                                  (time.perf_counter() - start) * (rounds + 1) / rounds <= budget / len(threads)):
             for key, fn in runners.items():
                 time.sleep(SETTLE)
                 times[key].append(median_seconds(fn, repeat, share))
+            rounds += 1
         row.seconds = {k: min(v) for k, v in times.items()}
         rows.append(row)
     return rows
