@@ -115,6 +115,8 @@ def test_the_aot_executor_skips_the_copies_and_computes_the_same(make):
     source = "\n".join(text.decode() for name, text in planned.files().items() if name.endswith(".c"))
     runner = source[source.index("tsgen_cv_run_model("):]
     assert not any(f"{s.kernel}(" in runner for s in views)  # no call of a copy
+    meta = planned.metadata()
+    assert meta["concat_views"] == len(views) and meta["calls"] == meta["steps"] - len(views)
     np.testing.assert_array_equal(planned.run_host([x])[0], _reference(mod, executor="aot", mod_name="cv").run_host([x])[0])
 
 

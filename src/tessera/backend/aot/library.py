@@ -108,12 +108,14 @@ class AotLibrary:
             "file_order_lower_bound_bytes": p.planned.file_order_bound,
             "operator_order": p.order_strategy,
             "in_place_outputs": p.planned.inplace,
+            "concat_views": p.planned.views,  # concatenations whose parts are computed in them (no call)
             "params_bytes": p.params_size,
             "kernels": [{"name": k, "workspace_bytes": p.workspace.get(k, 0),
                          "planned_scratch_bytes": sum(b.nbytes for b in workspace_params(p.kernels[k])),
                          "error_statuses": kernel_statuses(p.kernels[k])}
                         for k in sorted(p.kernels)],
-            "steps": len(p.steps),
+            "steps": len(p.steps),  # views included
+            "calls": sum(1 for s in p.steps if not s.view),
         }
 
     def _targets(self) -> dict[str, object]:
