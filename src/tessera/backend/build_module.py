@@ -39,6 +39,7 @@ from ..transform.annotate_target import RemovePins, check_pins
 from ..transform.merge_composite import InlineComposites
 from ..transform.partition import partition_for, partition_pipeline
 from ..transform.plan_devices import ExpandFunctionPins, PlanDevices
+from .concat_views import view_only_kernels, without_kernels
 from .graph_codegen import _GraphBuilder, add_segments
 from .lower_te import LowerTE
 from .lift_workspace import LiftWorkspaces, SliceInt8Scratch
@@ -335,10 +336,13 @@ def build_graph(lowered: Lowered, say: Progress) -> GraphExecutorLibrary:
     plan = _GraphBuilder(mod, lowered.memory).build()
     assert plan.program is not None
     mod = with_aliasing(mod, plan.program.steps, plan.program.kernels)  # no `restrict` where memory is shared
-    host_module, others, external = lowered.code_modules(mod, "graph")
+    # the copies of concatenations computed in place are never called: no C for them
+    uncalled = view_only_kernels(plan.program.steps)
+    host_module, others, external = lowered.code_modules(without_kernels(mod, uncalled), "graph")
     host_module.imports.extend(m for _, m in others)
     run_elsewhere = {name for m in external for name in m.function_names()}  # not in the C segments
-    kernels = {gv.name_hint: f for gv, f in mod.items() if isinstance(f, PrimFunc) and gv.name_hint not in run_elsewhere}
+    kernels = {gv.name_hint: f for gv, f in mod.items()
+               if isinstance(f, PrimFunc) and gv.name_hint not in run_elsewhere | uncalled}
     host_module.sources.append(SourceFile("graph_segments.c", add_segments(plan, kernels)))
     python_seconds = time.perf_counter() - lowered.started
     say(f"compiling {len(host_module.units())} C translation units")
@@ -375,7 +379,8 @@ def build_aot(lowered: Lowered, toolchain: Toolchain, mod_name: str, say: Progre
     program = build_program(mod, mod_name, lowered.memory, host.kind.name)
     mod = with_aliasing(mod, program.steps, program.kernels)  # no `restrict` where memory is shared
     say("generating C")
-    host_module, others, _ = lowered.code_modules(mod, "aot")
+    uncalled = view_only_kernels(program.steps)  # copies of concatenations computed in place
+    host_module, others, _ = lowered.code_modules(without_kernels(mod, uncalled), "aot")
     modules = [host_module, *(m for _, m in others)]
     # the host folder holds the host piece's kernels and those of library targets (e.g. blas);
     # every other named piece gets a folder of its own
@@ -386,8 +391,9 @@ def build_aot(lowered: Lowered, toolchain: Toolchain, mod_name: str, say: Progre
     # libraries that kernels from target hooks call (e.g. -lopenblas) must reach the final link
     link_flags = list(dict.fromkeys(f for m in modules for f in m.toolchain.link_flags))
     gen = CodeGenC()
-    for func in program.kernels.values():
-        gen.declare(func)
+    for name, func in program.kernels.items():
+        if name not in uncalled:
+            gen.declare(func)
     gen.add_function(build_executor(program))
     sources.append(SourceFile(f"tsgen_{mod_name}_executor.c", gen.source()))
 

@@ -31,6 +31,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..relay.module import IRModule
 from ..target import Target
 from ..tir.stmt import PrimFunc
 from .lower_te import CONCAT_ATTR
@@ -118,4 +119,18 @@ def place(views: Sequence[ConcatView]) -> None:
         v.step.view = True
 
 
-__all__: Sequence[str] = ("ConcatView", "concat_views", "place", "step_kind")
+def view_only_kernels(steps: Sequence[Step]) -> frozenset[str]:
+    """The kernels every call of which is a view: nothing calls them, so no C is made for them."""
+    called = {s.kernel for s in steps if not s.view}
+    return frozenset(s.kernel for s in steps if s.view and s.kernel not in called)
+
+
+def without_kernels(mod: IRModule, names: frozenset[str]) -> IRModule:
+    """`mod` without the PrimFuncs named `names` (for code generation; `main` may still name them)."""
+    for gv, func in list(mod.items()):
+        if isinstance(func, PrimFunc) and gv.name_hint in names:
+            mod = mod.without(gv)
+    return mod
+
+
+__all__: Sequence[str] = ("ConcatView", "concat_views", "place", "step_kind", "view_only_kernels", "without_kernels")

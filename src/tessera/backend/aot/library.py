@@ -25,6 +25,7 @@ from ...target.target import Target
 from ...target.toolchain import SourceFile, Toolchain
 from .mlf_archive import with_manifest, write_folder, write_tar
 from .runner import BoardRun, Signature, TensorSig, run_on_board, run_on_host
+from ..concat_views import view_only_kernels
 from .c_names import tensor_fields
 from .interface import header, header_name, params_file, params_source, source
 from ..lift_workspace import workspace_params
@@ -81,6 +82,7 @@ class AotLibrary:
     def metadata(self) -> dict:
         p = self.program
         field = tensor_fields(p)
+        uncalled = view_only_kernels(p.steps)  # the copies of concatenations computed in place: not built
         tensors = lambda ts: [  # noqa: E731
             {"name": t.name, "c_name": field[t], "dtype": t.type.dtype, "shape": list(t.type.shape),
              "size_bytes": t.nbytes} for t in ts
@@ -113,7 +115,7 @@ class AotLibrary:
             "kernels": [{"name": k, "workspace_bytes": p.workspace.get(k, 0),
                          "planned_scratch_bytes": sum(b.nbytes for b in workspace_params(p.kernels[k])),
                          "error_statuses": kernel_statuses(p.kernels[k])}
-                        for k in sorted(p.kernels)],
+                        for k in sorted(p.kernels) if k not in uncalled],
             "steps": len(p.steps),  # views included
             "calls": sum(1 for s in p.steps if not s.view),
         }
