@@ -19,10 +19,10 @@ no other, and made on the same piece or target kind as the concatenation
 (a named compilation's pools are per piece). The result must be an
 intermediate too, and each part's offset a multiple of the plan's
 alignment, so that every tensor still starts where the planner would place
-one (kernels for Cortex-M or with SIMD loads may count on it; the real
-networks' parts, whole channels of 16 bytes or more, all are). Anything
-else keeps the copy. See
-docs/concat-views-design.md for the design and its open questions.
+one (kernels for Cortex-M or with SIMD loads may count on it; every part of
+SqueezeNet, Inception and DenseNet-121 starts on 16 bytes). Anything else
+keeps the copy. docs/concat-views-design.md has the design and its open
+questions.
 """
 
 from __future__ import annotations
