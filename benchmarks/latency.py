@@ -169,8 +169,10 @@ def bench_model(name: str, variants: list[Variant], threads: list[int], repeat: 
         # interleave the runtimes so machine noise hits all of them alike
         times: dict[str, list[float]] = {k: [] for k in runners}
         start, rounds = time.perf_counter(), 0
-        while rounds < ROUNDS or (rounds < MAX_ROUNDS and
-                                  (time.perf_counter() - start) * (rounds + 1) / rounds <= budget / len(threads)):
+        while rounds < MAX_ROUNDS:
+            spent = time.perf_counter() - start
+            if rounds >= ROUNDS and spent + spent / rounds > budget / len(threads):
+                break  # another round as long as the average one would overrun the budget
             for key, fn in runners.items():
                 time.sleep(SETTLE)
                 times[key].append(median_seconds(fn, repeat, share))

@@ -149,15 +149,13 @@ EXP_SOURCE = f"""static inline float ts_exp_float32(float x) {{
 def _one_plus_exp_source(name: str, nan_back: bool) -> str:
     """The 1 + e^x helper `name`; without `nan_back` a NaN argument gives a number (for callers whose
     result is NaN for that argument anyway)."""
-    if nan_back:
-        nan = ("  uint32_t magnitude = v.u & 0x7fffffffu;\n", "NaN is clamped too, and put back last",
-               "\n" + NAN_BACK)
-    else:
-        nan = ("", "a NaN is clamped too, and stays a number", "")
+    magnitude = "  uint32_t magnitude = v.u & 0x7fffffffu;\n" if nan_back else ""
+    what_of_nan = "NaN is clamped too, and put back last" if nan_back else "a NaN is clamped too, and stays a number"
+    put_back = "\n" + NAN_BACK if nan_back else ""
     return f"""static inline float {name}(float x) {{
   {UNION} v;
   v.f = x;
-{nan[0]}  /* x clamped to [-80, 89] ({nan[1]}) */
+{magnitude}  /* x clamped to [-80, 89] ({what_of_nan}) */
 {_clamp_bits(-80.0, 89.0)}
   float xc = v.f;
   /* n = round(x / ln2): adding 1.5 * 2^23 rounds to an integer, which the low bits of t hold */
@@ -171,7 +169,7 @@ def _one_plus_exp_source(name: str, nan_back: bool) -> str:
   /* 2^(n-1) for n in [-115, 128]: the exponent field n + 126 from t's low 9 bits */
   {UNION} s;
   s.u = (t.u + 126u) << 23;
-  v.f = 1.0f + p2 * s.f;{nan[2]}
+  v.f = 1.0f + p2 * s.f;{put_back}
   return v.f;
 }}"""
 

@@ -166,7 +166,6 @@ def _check_views(c: _Checker, nodes: list[NodeJson], entries: list[EntryJson], r
         for j, (n, i) in enumerate(node.get("inputs", [])):
             part = row_ptr[n] + i
             e = entries[part]
-            nbytes = math.prod(e["shape"]) * checked_dtype(e["dtype"], f"{c.source}: entries[{part}].dtype").itemsize
             c.require(nodes[n]["op"] in RESULT_OPS and e["dtype"] == view["dtype"]
                       and e.get("storage_id") == view.get("storage_id") and e.get("offset") == at,
                       f"{where}.inputs[{j}]", f"expected a result of the view's dtype placed at byte {at} of its "
@@ -174,8 +173,8 @@ def _check_views(c: _Checker, nodes: list[NodeJson], entries: list[EntryJson], r
             c.require(part not in placed and part not in handed_out, f"{where}.inputs[{j}]",
                       "a view's input is placed in no other view and is no graph output")
             placed.add(part)
-            at += nbytes
-        size = math.prod(view["shape"]) * checked_dtype(view["dtype"], f"{c.source}: entries[{k}].dtype").itemsize
+            at += _entry_bytes(c, e["shape"], e["dtype"], f"entries[{part}]")
+        size = _entry_bytes(c, view["shape"], view["dtype"], f"entries[{k}]")
         c.require(bool(node.get("inputs")) and at == view.get("offset", -1) + size and k not in handed_out, where,
                   "a view's inputs fill its entry exactly, and it is no graph output")
 
@@ -243,6 +242,11 @@ def _check_node(c: _Checker, raw: object, nid: int, row_ptr: list[int], entries:
     return kernel, node_entries, pooled
 
 
+def _entry_bytes(c: _Checker, shape: list[int], dtype: str, where: str) -> int:
+    """The bytes of an entry of `shape` and `dtype` (a dtype the library may hold, else ArtifactError)."""
+    return math.prod(shape) * checked_dtype(dtype, f"{c.source}: {where}.dtype").itemsize
+
+
 def _check_entry(c: _Checker, raw: object, k: int, node_where: str, kernel_result: bool,
                  pool_size: int | None) -> tuple[EntryJson, int]:
     """Entry `k` (shape and dtype; for a kernel result, its place in the pool) and its byte size."""
@@ -251,7 +255,7 @@ def _check_entry(c: _Checker, raw: object, k: int, node_where: str, kernel_resul
     shape = c.int_list(c.field(entry, "shape", list, where), f"{where}.shape")
     c.require(all(d >= 0 for d in shape), f"{where}.shape", f"negative dimension in {shape}")
     dtype = c.field(entry, "dtype", str, where)
-    nbytes = math.prod(shape) * checked_dtype(dtype, f"{c.source}: {where}.dtype").itemsize
+    nbytes = _entry_bytes(c, shape, dtype, where)
     checked = EntryJson(shape=shape, dtype=dtype)
     if not kernel_result:
         return checked, nbytes
